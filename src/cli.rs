@@ -1,0 +1,62 @@
+//! The command line (SPEC §6): clap definitions only.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "labrouter",
+    version,
+    about = "Routes AI work across the machines of a home lab, with circuit breakers and fallback chains"
+)]
+pub struct Cli {
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, global = true)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the OpenAI-compatible API and route requests across the registry's machines.
+    Serve {
+        /// The registry file.
+        #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
+        config: PathBuf,
+    },
+    /// Validate a registry file without serving.
+    Check {
+        #[arg(default_value = "registry.yaml")]
+        file: PathBuf,
+    },
+    /// Print the route and chain a prompt would take, and why.
+    Route {
+        /// The prompt text (the last user message).
+        text: String,
+        #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
+        config: PathBuf,
+        /// The request's `model` field (default: auto).
+        #[arg(long)]
+        model: Option<String>,
+        /// Pretend the request carries an image part.
+        #[arg(long)]
+        image: bool,
+    },
+    /// Run one simulated OpenAI-compatible machine on a loopback address (for trying
+    /// labrouter without a lab).
+    Sim {
+        #[arg(long, default_value = "127.0.0.1:11434")]
+        listen: SocketAddr,
+        #[arg(long, default_value = "sim")]
+        name: String,
+    },
+}

@@ -1,0 +1,295 @@
+//! The HTTP face (SPEC §4): handlers, bearer auth, body limits, and client errors in the
+//! OpenAI envelope. Bad input is answered here and never reaches a machine or a breaker.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::breaker::{Event, Phase};
+use crate::lab::Lab;
+use crate::proxy::{self, client_error};
+use crate::registry::parse_duration;
+use crate::request::Parsed;
+use crate::upstream::Endpoint;
+
+/// The router of the whole service, for `serve` and for tests without a socket.
+pub fn app(lab: Arc<Lab>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/models", get(models))
+        .route("/status", get(status))
+        .route("/admin/breakers/{machine}/{action}", post(admin_breaker))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .fallback(|| async {
+            client_error(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                "not_found",
+                "no such endpoint".into(),
+            )
+        })
+        .layer(middleware::from_fn_with_state(Arc::clone(&lab), auth))
+        .with_state(lab)
+}
+
+/// With API keys set, everything but `/healthz` needs `Authorization: Bearer <key>`.
+async fn auth(State(lab): State<Arc<Lab>>, req: Request, next: Next) -> Response {
+    if lab.api_keys.is_empty() || req.uri().path() == "/healthz" {
+        return next.run(req).await;
+    }
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match token {
+        Some(t)
+            if lab
+                .api_keys
+                .iter()
+                .any(|k| same(k.as_bytes(), t.as_bytes())) =>
+        {
+            next.run(req).await
+        }
+        _ => client_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "invalid_api_key",
+            "missing or wrong API key: send Authorization: Bearer <key>".into(),
+        ),
+    }
+}
+
+/// Compares without stopping at the first differing byte.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn chat(State(lab): State<Arc<Lab>>, req: Request) -> Response {
+    completion(lab, Endpoint::Chat, req).await
+}
+
+async fn completions(State(lab): State<Arc<Lab>>, req: Request) -> Response {
+    completion(lab, Endpoint::Completions, req).await
+}
+
+async fn embeddings(State(lab): State<Arc<Lab>>, req: Request) -> Response {
+    completion(lab, Endpoint::Embeddings, req).await
+}
+
+fn bad_request(code: &str, message: String) -> Response {
+    client_error(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        code,
+        message,
+    )
+}
+
+async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let max = lab.registry.server.max_body;
+    let too_large = || {
+        client_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "request_too_large",
+            format!("request body is larger than server.max_body ({max} bytes)"),
+        )
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return too_large();
+    }
+    let bytes = match axum::body::to_bytes(body, max).await {
+        Ok(b) => b,
+        Err(e) => {
+            let over = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            return if over {
+                too_large()
+            } else {
+                bad_request(
+                    "unreadable_body",
+                    format!("could not read the request body: {e}"),
+                )
+            };
+        }
+    };
+    let parsed = match Parsed::new(endpoint, bytes) {
+        Ok(p) => p,
+        Err(e) => return bad_request("invalid_json", e.0),
+    };
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let wait = match header("x-labrouter-wait").map(parse_duration) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => return bad_request("invalid_header", format!("x-labrouter-wait: {e}")),
+    };
+    let decision = match lab.router.decide(
+        &lab.registry,
+        header("x-labrouter-route"),
+        parsed.model.as_deref(),
+        &parsed.text,
+        parsed.has_image,
+    ) {
+        Ok(d) => d,
+        Err(e) => return bad_request("model_not_found", e.to_string()),
+    };
+    proxy::forward(lab, endpoint, parsed, decision, wait).await
+}
+
+/// Logical models and routes, in OpenAI's list shape.
+async fn models(State(lab): State<Arc<Lab>>) -> Json<Value> {
+    let reg = &lab.registry;
+    let mut data: Vec<Value> =
+        vec![json!({"id": "auto", "object": "model", "owned_by": "labrouter", "kind": "route"})];
+    data.extend(reg.routes.iter().map(|r| {
+        json!({"id": r.name, "object": "model", "owned_by": "labrouter", "kind": "route",
+               "chain": r.chain.iter().map(|&m| reg.target_name(m)).collect::<Vec<_>>()})
+    }));
+    data.extend(reg.models.iter().enumerate().map(|(i, m)| {
+        json!({"id": m.name, "object": "model", "owned_by": reg.machines[m.machine].name,
+               "kind": "model", "backend": m.backend, "target": reg.target_name(i)})
+    }));
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// Breakers, counters and routes, read live.
+async fn status(State(lab): State<Arc<Lab>>) -> Json<Value> {
+    Json(status_json(&lab))
+}
+
+pub fn status_json(lab: &Lab) -> Value {
+    let reg = &lab.registry;
+    let now = Instant::now();
+    let wall = SystemTime::now();
+    let mut machines = serde_json::Map::new();
+    for i in 0..lab.machines.len() {
+        let s = lab.machines.snapshot(i);
+        let b = &s.breaker;
+        let cooldown_left = match b.phase {
+            Phase::Open => b.open_until.map(|u| u.saturating_duration_since(now)),
+            _ => None,
+        };
+        let opened_at = b
+            .opened_at
+            .map(|t| rfc3339(wall - now.saturating_duration_since(t)));
+        let rate_limited_ms = b
+            .rate_limited_until
+            .map(|u| millis(u.saturating_duration_since(now)));
+        machines.insert(
+            s.name.clone(),
+            json!({
+                "state": b.phase.as_str(),
+                "consecutive_failures": b.failures,
+                "cooldown_left_ms": cooldown_left.map_or(0, millis),
+                "cooldown_ms": millis(b.cooldown),
+                "last_reason": b.last_reason,
+                "opened_at": opened_at,
+                "rate_limited_ms": rate_limited_ms,
+                "in_flight": s.inflight,
+                "remote_attempts": s.remote_attempts,
+                "local_rejections": s.local_rejections,
+                "url": reg.machines[i].url,
+            }),
+        );
+    }
+    let routes: Vec<Value> = reg
+        .routes
+        .iter()
+        .map(|r| json!({"name": r.name, "chain": r.chain.iter().map(|&m| reg.target_name(m)).collect::<Vec<_>>()}))
+        .collect();
+    json!({"machines": machines, "routes": routes, "registry_version": reg.version})
+}
+
+fn millis(d: Duration) -> u64 {
+    d.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+/// UTC, to the second: `2026-11-30T14:02:11Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    jiff::Timestamp::try_from(t)
+        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
+/// `POST /admin/breakers/{machine}/open|close|reset`, with optional `?by=` / JSON who/why.
+async fn admin_breaker(
+    State(lab): State<Arc<Lab>>,
+    Path((machine, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(i) = lab.registry.machine_index(&machine) else {
+        let known: Vec<&str> = lab
+            .registry
+            .machines
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        return client_error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "machine_not_found",
+            format!(
+                "machine '{machine}' does not exist; expected one of: {}",
+                known.join(", ")
+            ),
+        );
+    };
+    let note: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return bad_request("invalid_json", "admin body must be a JSON object like {\"by\": \"alice\", \"why\": \"maintenance\"}".into()),
+        }
+    };
+    let by = note
+        .get("by")
+        .and_then(Value::as_str)
+        .or_else(|| headers.get("x-labrouter-by").and_then(|v| v.to_str().ok()));
+    let why = note.get("why").and_then(Value::as_str);
+    let words = match (by, why) {
+        (Some(b), Some(w)) => format!("manual {action} by {b}: {w}"),
+        (Some(b), None) => format!("manual {action} by {b}"),
+        (None, Some(w)) => format!("manual {action}: {w}"),
+        (None, None) => format!("manual {action}"),
+    };
+    let event = match action.as_str() {
+        "open" => Event::ForceOpen(words),
+        "close" => Event::ForceClose(words),
+        "reset" => Event::Reset(words),
+        _ => {
+            return client_error(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                "unknown_action",
+                format!("unknown action '{action}'; expected open, close or reset"),
+            )
+        }
+    };
+    lab.machines.step(i, event);
+    let state = lab.machines.phase(i);
+    (
+        StatusCode::OK,
+        Json(json!({"machine": machine, "state": state.as_str()})),
+    )
+        .into_response()
+}

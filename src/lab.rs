@@ -1,0 +1,73 @@
+//! Everything one loaded registry needs at run time: the registry itself, its compiled
+//! router, the breakers and one pooled client per machine.
+
+use std::sync::Arc;
+
+use crate::machines::Machines;
+use crate::registry::Registry;
+use crate::route::Router;
+use crate::upstream::Upstream;
+
+#[derive(Debug)]
+pub struct Lab {
+    pub registry: Registry,
+    pub router: Router,
+    pub machines: Machines,
+    /// Indexed like `registry.machines`; built once, so no request builds a client.
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
+    pub api_keys: Vec<String>,
+}
+
+/// The lab could not be started from this registry.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("server.listen is {listen}, which is not loopback, and no API keys are set: set server.api_keys_env to an environment variable holding comma-separated bearer tokens (and export it), or listen on 127.0.0.1")]
+    OpenWithoutKeys { listen: std::net::SocketAddr },
+    #[error("machine '{machine}': cannot build its HTTP client: {source}")]
+    Client {
+        machine: String,
+        source: reqwest::Error,
+    },
+}
+
+impl Lab {
+    pub fn new(registry: Registry) -> Result<Lab, LabError> {
+        let api_keys: Vec<String> = registry
+            .server
+            .api_keys_env
+            .as_deref()
+            .and_then(|var| std::env::var(var).ok())
+            .map(|v| {
+                v.split(',')
+                    .map(|k| k.trim().to_string())
+                    .filter(|k| !k.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !registry.server.listen.ip().is_loopback() && api_keys.is_empty() {
+            return Err(LabError::OpenWithoutKeys {
+                listen: registry.server.listen,
+            });
+        }
+        let upstreams = registry
+            .machines
+            .iter()
+            .map(|m| {
+                Upstream::new(m)
+                    .map(Arc::new)
+                    .map_err(|source| LabError::Client {
+                        machine: m.name.clone(),
+                        source,
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Lab {
+            router: Router::new(&registry),
+            machines: Machines::new(&registry),
+            upstreams,
+            api_keys,
+            registry,
+        })
+    }
+}

@@ -1,0 +1,273 @@
+//! The live breakers: one per machine, the shell around the pure [`Breaker`].
+//!
+//! Admission is a [`Lease`]: it holds a concurrency slot and the breaker's ticket, and
+//! reports exactly one outcome. A lease dropped without an outcome (the client went away,
+//! the request future was cancelled) reports `Cancel`, so a probe lease is never lost and
+//! never counts as a success.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{broadcast, Notify};
+use tokio::time::Instant;
+
+use crate::breaker::{Breaker, Decision, Event, Failure, Phase, Policy, Skip, Ticket, Transition};
+use crate::registry::Registry;
+
+/// One breaker transition, with what the ledger and alerts need beside it.
+#[derive(Clone, Debug)]
+pub struct Transitioned {
+    pub machine: String,
+    pub transition: Transition,
+    /// Wall-clock time of the transition (stored and shown; intervals use tokio's clock).
+    pub at: SystemTime,
+    /// `cooldown_until` as wall-clock time.
+    pub cooldown_until: Option<SystemTime>,
+    pub registry_version: String,
+}
+
+/// How an admitted call ended, as the chain walk classified it.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Success,
+    Failure(Failure),
+    RateLimited(Instant),
+    AuthFailed(String),
+    /// The call ended without a verdict on the machine (400, 404, client gone).
+    Neutral,
+}
+
+/// One machine's breaker and counters.
+#[derive(Debug)]
+pub struct Cell {
+    pub name: String,
+    pub policy: Policy,
+    max_concurrency: u32,
+    /// A std Mutex: each step is a few comparisons and is never held across an await.
+    breaker: Mutex<Breaker>,
+    inflight: AtomicU32,
+    remote_attempts: AtomicU64,
+    local_rejections: AtomicU64,
+}
+
+/// A point-in-time view of one machine for `/status`.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub name: String,
+    pub breaker: Breaker,
+    pub inflight: u32,
+    pub remote_attempts: u64,
+    pub local_rejections: u64,
+}
+
+/// The breakers of every machine of one registry.
+#[derive(Debug)]
+pub struct Machines {
+    cells: Vec<Arc<Cell>>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// Woken on every change that may let a waiting request in (`x-labrouter-wait`).
+    changed: Notify,
+    transitions: broadcast::Sender<Transitioned>,
+    registry_version: String,
+}
+
+/// Why a call was not admitted, and when the machine may admit again.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rejected {
+    pub skip: Skip,
+    pub retry_after: Option<Duration>,
+}
+
+impl Machines {
+    pub fn new(reg: &Registry) -> Machines {
+        let (transitions, _) = broadcast::channel(1024);
+        let cells = reg
+            .machines
+            .iter()
+            .map(|m| {
+                Arc::new(Cell {
+                    name: m.name.clone(),
+                    policy: m.breaker.clone(),
+                    max_concurrency: m.max_concurrency,
+                    breaker: Mutex::new(Breaker::new(&m.breaker)),
+                    inflight: AtomicU32::new(0),
+                    remote_attempts: AtomicU64::new(0),
+                    local_rejections: AtomicU64::new(0),
+                })
+            })
+            .collect();
+        Machines {
+            cells,
+            shared: Arc::new(Shared {
+                changed: Notify::new(),
+                transitions,
+                registry_version: reg.version.clone(),
+            }),
+        }
+    }
+
+    /// Every transition from now on, for the ledger and alerts.
+    pub fn subscribe(&self) -> broadcast::Receiver<Transitioned> {
+        self.shared.transitions.subscribe()
+    }
+
+    /// Resolves when some breaker changed or a lease ended (enable it before looking).
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.changed.notified()
+    }
+
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// Asks machine `i` to admit one call now: instant, no I/O.
+    pub fn admit(&self, i: usize) -> Result<Lease, Rejected> {
+        let cell = &self.cells[i];
+        // The bulkhead first: a full machine is busy, not failing, and must not take a probe
+        // lease it cannot use.
+        let prev = cell.inflight.fetch_add(1, Ordering::AcqRel);
+        if prev >= cell.max_concurrency {
+            cell.inflight.fetch_sub(1, Ordering::AcqRel);
+            cell.local_rejections.fetch_add(1, Ordering::Relaxed);
+            return Err(Rejected {
+                skip: Skip::Busy,
+                retry_after: None,
+            });
+        }
+        match self.step(i, Event::Request) {
+            Decision::Admit(ticket) => {
+                cell.remote_attempts.fetch_add(1, Ordering::Relaxed);
+                Ok(Lease {
+                    cell: Arc::clone(cell),
+                    shared: Arc::clone(&self.shared),
+                    ticket,
+                    done: false,
+                })
+            }
+            Decision::Reject { skip, retry_after } => {
+                cell.inflight.fetch_sub(1, Ordering::AcqRel);
+                cell.local_rejections.fetch_add(1, Ordering::Relaxed);
+                Err(Rejected { skip, retry_after })
+            }
+            Decision::Recorded | Decision::Stale => Err(Rejected {
+                skip: Skip::CircuitOpen,
+                retry_after: None,
+            }),
+        }
+    }
+
+    /// Applies one event to machine `i` (manual control, health checks).
+    pub fn step(&self, i: usize, event: Event) -> Decision {
+        step_cell(&self.cells[i], &self.shared, event)
+    }
+
+    pub fn snapshot(&self, i: usize) -> Snapshot {
+        let cell = &self.cells[i];
+        Snapshot {
+            name: cell.name.clone(),
+            breaker: lock(&cell.breaker).clone(),
+            inflight: cell.inflight.load(Ordering::Relaxed),
+            remote_attempts: cell.remote_attempts.load(Ordering::Relaxed),
+            local_rejections: cell.local_rejections.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn phase(&self, i: usize) -> Phase {
+        lock(&self.cells[i].breaker).phase
+    }
+}
+
+fn lock(m: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
+    // A panic while stepping cannot leave a half-written Breaker (step is by value), so a
+    // poisoned lock still holds a whole state.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn step_cell(cell: &Cell, shared: &Shared, event: Event) -> Decision {
+    let now = Instant::now();
+    let output = {
+        let mut guard = lock(&cell.breaker);
+        let state = std::mem::replace(&mut *guard, Breaker::new(&cell.policy));
+        let (next, output) = state.step(event, now, &cell.policy);
+        *guard = next;
+        output
+    };
+    if let Some(t) = output.transition {
+        announce(cell, shared, t, now);
+    }
+    output.decision
+}
+
+fn announce(cell: &Cell, shared: &Shared, transition: Transition, now: Instant) {
+    let wall = SystemTime::now();
+    let cooldown_until = transition
+        .cooldown_until
+        .map(|u| wall + u.saturating_duration_since(now));
+    tracing::warn!(
+        machine = %cell.name,
+        from = %transition.from,
+        to = %transition.to,
+        failures = transition.failures,
+        reason = %transition.reason,
+        "breaker {} -> {}",
+        transition.from,
+        transition.to,
+    );
+    // No subscriber is fine: the transition is still logged above.
+    let _ = shared.transitions.send(Transitioned {
+        machine: cell.name.clone(),
+        transition,
+        at: wall,
+        cooldown_until,
+        registry_version: shared.registry_version.clone(),
+    });
+    shared.changed.notify_waiters();
+}
+
+/// An admitted call to one machine: a concurrency slot plus the breaker's ticket.
+#[derive(Debug)]
+pub struct Lease {
+    cell: Arc<Cell>,
+    shared: Arc<Shared>,
+    ticket: Ticket,
+    done: bool,
+}
+
+impl Lease {
+    pub fn is_probe(&self) -> bool {
+        self.ticket.probe
+    }
+
+    /// Reports how the call ended. Consumes the lease: one outcome per admission.
+    pub fn finish(mut self, outcome: Outcome) -> Decision {
+        self.done = true;
+        let t = self.ticket;
+        let event = match outcome {
+            Outcome::Success => Event::Success(t),
+            Outcome::Failure(f) => Event::Failure(t, f),
+            Outcome::RateLimited(until) => Event::RateLimited(t, until),
+            Outcome::AuthFailed(why) => Event::AuthFailed(t, why),
+            Outcome::Neutral => Event::Cancel(t),
+        };
+        step_cell(&self.cell, &self.shared, event)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.done {
+            step_cell(&self.cell, &self.shared, Event::Cancel(self.ticket));
+        }
+        self.cell.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.shared.changed.notify_waiters();
+    }
+}

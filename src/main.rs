@@ -1,0 +1,138 @@
+//! The labrouter binary: parse the command line, start logging, call the library.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use labrouter::registry::Registry;
+use labrouter::Lab;
+
+mod cli;
+
+use cli::{Cli, Command, LogFormat};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("labrouter: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("labrouter: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[allow(clippy::print_stdout)] // the CLI's printing
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve { config } => {
+            let registry = Registry::load(&config)?;
+            let lab = Arc::new(Lab::new(registry)?);
+            let listen = lab.registry.server.listen;
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            tracing::info!(
+                %listen,
+                machines = lab.registry.machines.len(),
+                routes = lab.registry.routes.len(),
+                config = %config.display(),
+                "labrouter serving"
+            );
+            labrouter::serve(listener, lab, shutdown_signal()).await?;
+            tracing::info!("labrouter stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { file } => match Registry::load(&file) {
+            Ok(reg) => {
+                println!(
+                    "{}: ok: {} machines, {} models, {} routes (version {})",
+                    file.display(),
+                    reg.machines.len(),
+                    reg.models.len(),
+                    reg.routes.len(),
+                    reg.version
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        Command::Route {
+            text,
+            config,
+            model,
+            image,
+        } => {
+            let reg = Registry::load(&config)?;
+            let router = labrouter::route::Router::new(&reg);
+            let decision = match router.decide(&reg, None, model.as_deref(), &text, image) {
+                Ok(d) => d,
+                Err(e) => bail!("{e}"),
+            };
+            let chain: Vec<String> = decision
+                .chain(&reg)
+                .iter()
+                .map(|&m| reg.target_name(m))
+                .collect();
+            println!("route: {}", decision.label(&reg));
+            println!("chain: {}", chain.join(" -> "));
+            println!("why:   {}", decision.why_words());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sim { listen, name } => {
+            let sim = labrouter::sim::Sim::start_on(&name, listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            tracing::info!(url = %sim.base_url(), %name, "simulated machine serving; Ctrl-C stops it");
+            shutdown_signal().await;
+            sim.shutdown();
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,212 @@
+//! The chain walk: skip what a breaker holds back, attempt the next target, classify,
+//! record, and move on while nothing has reached the client. Every attempt's outcome is
+//! kept, in order, for the response headers and for the error when nothing served.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::time::Instant;
+
+use crate::breaker::Skip;
+use crate::lab::Lab;
+use crate::machines::Outcome;
+use crate::request::Parsed;
+use crate::route::Decision;
+use crate::upstream::{relay, Answer, Endpoint, Seen};
+
+mod failure;
+
+pub use failure::nothing_served;
+
+pub static ROUTE: HeaderName = HeaderName::from_static("x-labrouter-route");
+pub static TARGET: HeaderName = HeaderName::from_static("x-labrouter-target");
+pub static SKIPPED: HeaderName = HeaderName::from_static("x-labrouter-skipped");
+
+/// One target's part in a request, in chain order.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    pub model: usize,
+    pub kind: AttemptKind,
+}
+
+#[derive(Clone, Debug)]
+pub enum AttemptKind {
+    /// Not sent: a breaker (or the bulkhead) held it back.
+    Skipped {
+        skip: Skip,
+        retry_after: Option<Duration>,
+    },
+    /// Sent and failed.
+    Failed {
+        seen: Seen,
+        reason: &'static str,
+        detail: String,
+        retry_after: Option<Duration>,
+    },
+}
+
+/// Serves one parsed request along `decision`'s chain. `wait` is `x-labrouter-wait`.
+pub async fn forward(
+    lab: Arc<Lab>,
+    endpoint: Endpoint,
+    parsed: Parsed,
+    decision: Decision,
+    wait: Option<Duration>,
+) -> Response {
+    let reg = &lab.registry;
+    let chain = decision.chain(reg);
+    let started = Instant::now();
+    let deadline = started
+        + chain
+            .iter()
+            .map(|&m| reg.machines[reg.models[m].machine].timeouts.total)
+            .max()
+            .unwrap_or(Duration::from_secs(600));
+    let wait_until = wait.map(|w| (started + w).min(deadline));
+    let label = decision.label(reg).to_string();
+    let mut attempts: Vec<Attempt> = Vec::new();
+
+    loop {
+        // Registered before the walk, so a change during the walk is not missed.
+        let changed = lab.machines.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+
+        for &model in chain {
+            let machine = reg.models[model].machine;
+            let lease = match lab.machines.admit(machine) {
+                Ok(lease) => lease,
+                Err(rej) => {
+                    attempts.push(Attempt {
+                        model,
+                        kind: AttemptKind::Skipped {
+                            skip: rej.skip,
+                            retry_after: rej.retry_after,
+                        },
+                    });
+                    continue;
+                }
+            };
+            let body = parsed.body_for(&reg.models[model].backend);
+            let upstream = &lab.upstreams[machine];
+            match upstream.attempt(endpoint, body, deadline).await {
+                Ok(Answer::Full {
+                    status,
+                    content_type,
+                    body,
+                }) => {
+                    lease.finish(Outcome::Success);
+                    let mut resp = Response::new(Body::from(body));
+                    *resp.status_mut() = status;
+                    if let Some(ct) = content_type {
+                        resp.headers_mut()
+                            .insert(axum::http::header::CONTENT_TYPE, ct);
+                    }
+                    mark(resp.headers_mut(), &lab, &label, Some(model), &attempts);
+                    return resp;
+                }
+                Ok(Answer::Stream {
+                    status,
+                    content_type,
+                    first,
+                    rest,
+                }) => {
+                    let target = reg.target_name(model);
+                    let body = relay(first, rest, lease, Arc::clone(upstream), deadline, target);
+                    let mut resp = Response::new(Body::from_stream(body));
+                    *resp.status_mut() = status;
+                    let h = resp.headers_mut();
+                    if let Some(ct) = content_type {
+                        h.insert(axum::http::header::CONTENT_TYPE, ct);
+                    }
+                    h.insert(
+                        axum::http::header::CACHE_CONTROL,
+                        HeaderValue::from_static("no-cache"),
+                    );
+                    mark(h, &lab, &label, Some(model), &attempts);
+                    return resp;
+                }
+                Err(e) => {
+                    lease.finish(e.outcome.clone());
+                    let move_on = e.may_move_on();
+                    attempts.push(Attempt {
+                        model,
+                        kind: AttemptKind::Failed {
+                            seen: e.seen,
+                            reason: e.reason,
+                            detail: e.detail,
+                            retry_after: e.retry_after,
+                        },
+                    });
+                    if !move_on {
+                        break;
+                    }
+                }
+            }
+        }
+
+        // Nothing served. With x-labrouter-wait, and when nothing was even tried, wait for
+        // the earliest breaker to admit a probe, then walk again.
+        let all_skipped = attempts
+            .iter()
+            .all(|a| matches!(a.kind, AttemptKind::Skipped { .. }));
+        if let (true, Some(until)) = (all_skipped, wait_until) {
+            let now = Instant::now();
+            if now < until {
+                let soonest = attempts
+                    .iter()
+                    .filter_map(|a| match a.kind {
+                        AttemptKind::Skipped { retry_after, .. } => retry_after,
+                        AttemptKind::Failed { .. } => None,
+                    })
+                    .min()
+                    .map_or(until, |d| (now + d).min(until));
+                tokio::select! {
+                    () = tokio::time::sleep_until(soonest) => {}
+                    () = &mut changed => {}
+                }
+                attempts.clear();
+                continue;
+            }
+        }
+        let mut resp = nothing_served(&lab, &label, &attempts);
+        mark(resp.headers_mut(), &lab, &label, None, &attempts);
+        return resp;
+    }
+}
+
+/// Adds the x-labrouter headers: the route, the target that served, what was passed over.
+fn mark(h: &mut HeaderMap, lab: &Lab, label: &str, served: Option<usize>, attempts: &[Attempt]) {
+    if let Ok(v) = HeaderValue::from_str(label) {
+        h.insert(ROUTE.clone(), v);
+    }
+    if let Some(m) = served {
+        if let Ok(v) = HeaderValue::from_str(&lab.registry.target_name(m)) {
+            h.insert(TARGET.clone(), v);
+        }
+    }
+    if !attempts.is_empty() {
+        let list: Vec<String> = attempts
+            .iter()
+            .map(|a| {
+                let why = match &a.kind {
+                    AttemptKind::Skipped { skip, .. } => skip.as_str(),
+                    AttemptKind::Failed { reason, .. } => reason,
+                };
+                format!("{}={why}", lab.registry.target_name(a.model))
+            })
+            .collect();
+        if let Ok(v) = HeaderValue::from_str(&list.join(",")) {
+            h.insert(SKIPPED.clone(), v);
+        }
+    }
+}
+
+/// An OpenAI-style error response for a request that never reached the proxy walk.
+pub fn client_error(status: StatusCode, kind: &str, code: &str, message: String) -> Response {
+    let body = serde_json::json!({"error": {"type": kind, "code": code, "message": message, "param": null}});
+    (status, axum::Json(body)).into_response()
+}

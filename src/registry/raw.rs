@@ -1,0 +1,145 @@
+//! registry.yaml as written: serde types that mirror the file, every key known.
+//!
+//! Values that validation may reject carry their source location ([`Spanned`]) so the
+//! error can point at the line and column.
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+pub type S<T> = Spanned<T>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRegistry {
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default)]
+    pub defaults: RawDefaults,
+    pub machines: S<IndexMap<String, RawMachine>>,
+    pub models: S<IndexMap<String, RawModel>>,
+    pub routes: S<Vec<RawRoute>>,
+    pub telegram: Option<RawTelegram>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub listen: Option<S<String>>,
+    pub api_keys_env: Option<String>,
+    pub state_dir: Option<String>,
+    pub max_body: Option<S<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDefaults {
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    #[serde(default)]
+    pub breaker: RawBreaker,
+    pub max_concurrency: Option<S<u32>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    pub connect: Option<S<String>>,
+    pub first_byte: Option<S<String>>,
+    pub idle: Option<S<String>>,
+    pub total: Option<S<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBreaker {
+    pub failure_threshold: Option<S<u32>>,
+    pub cooldown: Option<S<String>>,
+    pub backoff: Option<S<f64>>,
+    pub max_cooldown: Option<S<String>>,
+    pub success_threshold: Option<S<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMachine {
+    pub url: S<String>,
+    pub api_key_env: Option<String>,
+    pub health: Option<RawHealth>,
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    #[serde(default)]
+    pub breaker: RawBreaker,
+    pub max_concurrency: Option<S<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealth {
+    #[serde(default = "default_health_path")]
+    pub path: S<String>,
+    pub every: S<String>,
+}
+
+fn default_health_path() -> S<String> {
+    unlocated("/models")
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub machine: S<String>,
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub name: S<String>,
+    #[serde(default)]
+    pub keywords: Vec<S<String>>,
+    #[serde(default)]
+    pub images: bool,
+    pub default: Option<S<bool>>,
+    pub chain: Option<S<Vec<S<String>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelegram {
+    pub token_env: String,
+    pub chat_id: i64,
+    pub api_url: Option<S<String>>,
+    #[serde(default = "default_digest_at")]
+    pub digest_at: S<String>,
+    #[serde(default = "default_timezone")]
+    pub timezone: S<String>,
+    #[serde(default = "yes")]
+    pub alert_on_trip: bool,
+    #[serde(default = "two")]
+    pub page_after_cycles: u32,
+}
+
+fn default_digest_at() -> S<String> {
+    unlocated("08:00")
+}
+
+fn default_timezone() -> S<String> {
+    unlocated("UTC")
+}
+
+fn unlocated(s: &str) -> S<String> {
+    Spanned::new(
+        s.to_string(),
+        serde_saphyr::Location::UNKNOWN,
+        serde_saphyr::Location::UNKNOWN,
+    )
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn two() -> u32 {
+    2
+}

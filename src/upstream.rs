@@ -1,0 +1,442 @@
+//! One attempt at one machine: send, tell hung from slow (SPEC §3.3), classify (SPEC §3.2).
+//!
+//! An attempt ends in an [`Answer`] the client can be given, or an [`AttemptError`] that
+//! carries its decisions: what the breaker records, whether the chain may move on, and what
+//! the client sees if nothing else serves.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::StatusCode;
+use tokio::time::Instant;
+
+use crate::breaker::failure::words;
+use crate::breaker::{Failure, FailureKind};
+use crate::machines::Outcome;
+use crate::registry::{Machine, Timeouts};
+
+mod classify;
+mod stream;
+
+pub use stream::relay;
+
+/// Which OpenAI endpoint a request is for; decides the path and what a valid answer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat,
+    Completions,
+    Embeddings,
+}
+
+impl Endpoint {
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/chat/completions",
+            Endpoint::Completions => "/completions",
+            Endpoint::Embeddings => "/embeddings",
+        }
+    }
+}
+
+/// A machine as the request path sees it: its pooled client, URL and timeouts.
+pub struct Upstream {
+    client: reqwest::Client,
+    pub name: String,
+    url: String,
+    liveness_url: String,
+    /// `Bearer <key>` read from the machine's `api_key_env` at load; marked sensitive so
+    /// it never shows in debug output.
+    auth: Option<HeaderValue>,
+    pub timeouts: Timeouts,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a served attempt hands to the client.
+pub enum Answer {
+    /// A whole answer, already checked to be a valid completion.
+    Full {
+        status: StatusCode,
+        content_type: Option<HeaderValue>,
+        body: Bytes,
+    },
+    /// A stream whose first chunk has arrived; the rest follows through [`relay`].
+    Stream {
+        status: StatusCode,
+        content_type: Option<HeaderValue>,
+        first: Bytes,
+        rest: BoxStream<'static, reqwest::Result<Bytes>>,
+    },
+}
+
+/// What the client sees for a failed attempt when nothing else serves.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Seen {
+    /// 503: the machine could not be reached or is paused.
+    Unavailable,
+    /// 502: the machine answered, but badly.
+    BadGateway,
+    /// 429 from the machine.
+    RateLimited,
+    /// 504: the request's deadline ran out.
+    Timeout,
+    /// 400/413/422 and other client errors: passed to the client as is; the chain stops.
+    PassThrough {
+        status: StatusCode,
+        content_type: Option<HeaderValue>,
+        body: Bytes,
+    },
+}
+
+/// An attempt that did not serve, with its decisions.
+#[derive(Debug)]
+pub struct AttemptError {
+    pub outcome: Outcome,
+    pub seen: Seen,
+    /// Plain words: "connection refused", "HTTP 500", "timeout after 5s".
+    pub detail: String,
+    /// A short token for `x-labrouter-skipped` and `attempts[].reason`.
+    pub reason: &'static str,
+    pub retry_after: Option<Duration>,
+}
+
+impl AttemptError {
+    /// The chain may try the next target: nothing reached the client, and the request is
+    /// neither the client's fault nor out of time.
+    pub fn may_move_on(&self) -> bool {
+        !matches!(self.seen, Seen::PassThrough { .. } | Seen::Timeout)
+    }
+
+    fn failure(failure: Failure, seen: Seen) -> Self {
+        AttemptError {
+            reason: classify::reason(failure.kind),
+            detail: failure.detail.clone(),
+            retry_after: failure.retry_after,
+            outcome: Outcome::Failure(failure),
+            seen,
+        }
+    }
+
+    fn timeout(after: Duration) -> Self {
+        AttemptError {
+            outcome: Outcome::Neutral,
+            seen: Seen::Timeout,
+            detail: format!("request deadline reached after {}", words(after)),
+            reason: "timeout",
+            retry_after: None,
+        }
+    }
+}
+
+impl Upstream {
+    pub fn new(machine: &Machine) -> reqwest::Result<Upstream> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(machine.timeouts.connect)
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .build()?;
+        let auth = machine
+            .api_key_env
+            .as_deref()
+            .and_then(|var| std::env::var(var).ok())
+            .and_then(|key| HeaderValue::from_str(&format!("Bearer {key}")).ok())
+            .map(|mut v| {
+                v.set_sensitive(true);
+                v
+            });
+        let health = machine
+            .health
+            .as_ref()
+            .map_or("/models", |h| h.path.as_str());
+        Ok(Upstream {
+            client,
+            name: machine.name.clone(),
+            url: machine.url.clone(),
+            liveness_url: format!("{}{}", machine.url, health),
+            auth,
+            timeouts: machine.timeouts.clone(),
+        })
+    }
+
+    /// Sends `body` to `endpoint` and waits for an answer worth giving the client, at most
+    /// until `deadline` (the request's; this machine's `total` also applies).
+    pub async fn attempt(
+        &self,
+        endpoint: Endpoint,
+        body: Bytes,
+        deadline: Instant,
+    ) -> Result<Answer, AttemptError> {
+        let started = Instant::now();
+        let machine_deadline = started + self.timeouts.total;
+        let deadline = deadline.min(machine_deadline);
+        let mut req = self
+            .client
+            .post(format!("{}{}", self.url, endpoint.path()))
+            .header(CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(auth) = &self.auth {
+            req = req.header(AUTHORIZATION, auth.clone());
+        }
+        let send = req.send();
+        let resp = match self
+            .wait_alive(send, self.timeouts.first_byte, deadline)
+            .await
+        {
+            Waited::Done(Ok(resp)) => resp,
+            Waited::Done(Err(e)) => {
+                let failure = classify::send_error(&e, self.timeouts.connect);
+                return Err(AttemptError::failure(failure, Seen::Unavailable));
+            }
+            Waited::Hung => {
+                let failure = Failure::new(
+                    FailureKind::Hung,
+                    format!(
+                        "timeout after {} (liveness check failed)",
+                        words(self.timeouts.first_byte)
+                    ),
+                );
+                return Err(AttemptError::failure(failure, Seen::Unavailable));
+            }
+            Waited::Deadline => {
+                return Err(self.past_deadline(started, deadline, machine_deadline))
+            }
+        };
+        let status = resp.status();
+        let content_type = resp.headers().get(CONTENT_TYPE).cloned();
+        if !status.is_success() {
+            return Err(self.refusal(resp, deadline).await);
+        }
+        let is_sse = content_type
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if is_sse {
+            let mut rest = resp.bytes_stream().boxed();
+            return match self.next_chunk(&mut rest, deadline).await {
+                Chunk::Data(first) => Ok(Answer::Stream {
+                    status,
+                    content_type,
+                    first,
+                    rest,
+                }),
+                Chunk::End => Err(AttemptError::failure(
+                    Failure::new(
+                        FailureKind::StreamCut,
+                        "stream ended before its first chunk",
+                    ),
+                    Seen::BadGateway,
+                )),
+                Chunk::Cut(detail) => Err(AttemptError::failure(
+                    Failure::new(
+                        FailureKind::StreamCut,
+                        format!("stream cut before its first chunk: {detail}"),
+                    ),
+                    Seen::BadGateway,
+                )),
+                Chunk::Hung => Err(AttemptError::failure(
+                    Failure::new(
+                        FailureKind::StreamHung,
+                        format!(
+                            "stream silent for {} (liveness check failed)",
+                            words(self.timeouts.idle)
+                        ),
+                    ),
+                    Seen::BadGateway,
+                )),
+                Chunk::Deadline => Err(self.past_deadline(started, deadline, machine_deadline)),
+            };
+        }
+        let body = match tokio::time::timeout_at(deadline, resp.bytes()).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(e)) => {
+                let failure = Failure::new(
+                    FailureKind::Reset,
+                    format!("answer cut while reading: {}", classify::root(&e)),
+                );
+                return Err(AttemptError::failure(failure, Seen::BadGateway));
+            }
+            Err(_) => return Err(self.past_deadline(started, deadline, machine_deadline)),
+        };
+        if let Err(why) = classify::valid_completion(endpoint, &body) {
+            let failure = Failure::new(FailureKind::Malformed, format!("malformed answer: {why}"));
+            return Err(AttemptError::failure(failure, Seen::BadGateway));
+        }
+        Ok(Answer::Full {
+            status,
+            content_type,
+            body,
+        })
+    }
+
+    /// A deadline ran out: the machine's own `total` is its failure; the request's is not.
+    fn past_deadline(
+        &self,
+        started: Instant,
+        deadline: Instant,
+        machine_deadline: Instant,
+    ) -> AttemptError {
+        if deadline == machine_deadline {
+            let failure = Failure::new(
+                FailureKind::Timeout,
+                format!(
+                    "no complete answer within {} (timeouts.total)",
+                    words(self.timeouts.total)
+                ),
+            );
+            AttemptError::failure(failure, Seen::Timeout)
+        } else {
+            AttemptError::timeout(Instant::now() - started)
+        }
+    }
+
+    /// A non-2xx answer, classified by SPEC §3.2.
+    async fn refusal(&self, resp: reqwest::Response, deadline: Instant) -> AttemptError {
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(classify::retry_after);
+        let content_type = resp.headers().get(CONTENT_TYPE).cloned();
+        let code = status.as_u16();
+        let detail = format!("HTTP {code}");
+        match code {
+            429 => match retry_after {
+                Some(ra) if Instant::now() + ra <= deadline => AttemptError {
+                    outcome: Outcome::RateLimited(Instant::now() + ra),
+                    seen: Seen::RateLimited,
+                    detail: format!("HTTP 429, retry after {}", words(ra)),
+                    reason: "rate_limited",
+                    retry_after: Some(ra),
+                },
+                _ => {
+                    let mut failure = Failure::new(FailureKind::RateLimited, detail);
+                    failure.retry_after = retry_after;
+                    AttemptError::failure(failure, Seen::RateLimited)
+                }
+            },
+            401 | 403 => AttemptError {
+                outcome: Outcome::AuthFailed(format!(
+                    "{detail}: the machine refused our credentials"
+                )),
+                seen: Seen::Unavailable,
+                detail: format!("{detail} (auth failed)"),
+                reason: "auth_failed",
+                retry_after: None,
+            },
+            404 => {
+                tracing::warn!(machine = %self.name, "HTTP 404: the model is not on this machine; check registry.yaml");
+                AttemptError {
+                    outcome: Outcome::Neutral,
+                    seen: Seen::BadGateway,
+                    detail: format!("{detail} (model not found on the machine)"),
+                    reason: "not_found",
+                    retry_after: None,
+                }
+            }
+            500..=599 => {
+                AttemptError::failure(Failure::new(FailureKind::Http5xx, detail), Seen::BadGateway)
+            }
+            _ => {
+                let body = tokio::time::timeout_at(deadline, resp.bytes())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+                AttemptError {
+                    outcome: Outcome::Neutral,
+                    seen: Seen::PassThrough {
+                        status,
+                        content_type,
+                        body,
+                    },
+                    detail,
+                    reason: "client_error",
+                    retry_after: None,
+                }
+            }
+        }
+    }
+
+    /// Waits for `fut`; each `every` of silence, asks the machine whether it is alive.
+    async fn wait_alive<F: std::future::Future>(
+        &self,
+        fut: F,
+        every: Duration,
+        deadline: Instant,
+    ) -> Waited<F::Output> {
+        tokio::pin!(fut);
+        loop {
+            let check_at = (Instant::now() + every).min(deadline);
+            tokio::select! {
+                out = &mut fut => return Waited::Done(out),
+                () = tokio::time::sleep_until(check_at) => {}
+            }
+            if Instant::now() >= deadline {
+                return Waited::Deadline;
+            }
+            // The answer may still arrive while we ask: whichever comes first decides.
+            tokio::select! {
+                out = &mut fut => return Waited::Done(out),
+                alive = self.alive() => if !alive { return Waited::Hung },
+            }
+        }
+    }
+
+    /// The liveness check: any HTTP answer to `GET {url}/models` (or `health.path`) means
+    /// the machine is alive, only slow. The client's `connect` timeout bounds the connect and
+    /// `first_byte` the whole check, so a hung machine costs at most `first_byte` twice.
+    pub async fn alive(&self) -> bool {
+        let check = self.client.get(&self.liveness_url).send();
+        matches!(
+            tokio::time::timeout(self.timeouts.first_byte, check).await,
+            Ok(Ok(_))
+        )
+    }
+
+    async fn next_chunk(
+        &self,
+        rest: &mut BoxStream<'static, reqwest::Result<Bytes>>,
+        deadline: Instant,
+    ) -> Chunk {
+        let next = async {
+            loop {
+                match rest.next().await {
+                    Some(Ok(b)) if b.is_empty() => continue,
+                    other => return other,
+                }
+            }
+        };
+        match self.wait_alive(next, self.timeouts.idle, deadline).await {
+            Waited::Done(Some(Ok(b))) => Chunk::Data(b),
+            Waited::Done(Some(Err(e))) => Chunk::Cut(classify::root(&e)),
+            Waited::Done(None) => Chunk::End,
+            Waited::Hung => Chunk::Hung,
+            Waited::Deadline => Chunk::Deadline,
+        }
+    }
+}
+
+enum Waited<T> {
+    Done(T),
+    Hung,
+    Deadline,
+}
+
+enum Chunk {
+    Data(Bytes),
+    End,
+    Cut(String),
+    Hung,
+    Deadline,
+}

@@ -1,0 +1,16 @@
+//! End-to-end: the real router against simulated machines on 127.0.0.1. The wire is the
+//! witness: every test counts the requests that reached each machine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "e2e/support.rs"]
+mod support;
+
+#[path = "e2e/breaker.rs"]
+mod breaker;
+#[path = "e2e/fallback.rs"]
+mod fallback;
+#[path = "e2e/input.rs"]
+mod input;
+#[path = "e2e/streaming.rs"]
+mod streaming;

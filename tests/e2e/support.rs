@@ -1,0 +1,145 @@
+//! The test lab: three simulated machines (GPU box, CPU box, local) and a real router on
+//! 127.0.0.1, talking HTTP. Tests count what reached each machine.
+
+use std::sync::Arc;
+
+use labrouter::registry::Registry;
+use labrouter::sim::Sim;
+use labrouter::Lab;
+use serde_json::{json, Value};
+
+pub struct TestLab {
+    pub gpu: Sim,
+    pub cpu: Sim,
+    pub local: Sim,
+    pub lab: Arc<Lab>,
+    pub base: String,
+    pub client: reqwest::Client,
+}
+
+/// The registry of the test lab; `extra` is YAML appended under `defaults:` keys, e.g.
+/// `"  max_concurrency: 1\n"`.
+pub fn registry_yaml(gpu: &Sim, cpu: &Sim, local: &Sim, defaults_extra: &str) -> String {
+    format!(
+        r#"server:
+  listen: 127.0.0.1:0
+  max_body: 64KiB
+defaults:
+  timeouts: {{ connect: 5s, first_byte: 5s, idle: 30s, total: 10m }}
+  breaker: {{ failure_threshold: 3, cooldown: 60s, backoff: 2.0, max_cooldown: 15m, success_threshold: 1 }}
+{defaults_extra}machines:
+  gpu-box: {{ url: "{}" }}
+  ubuntu-box: {{ url: "{}" }}
+  local: {{ url: "{}" }}
+models:
+  coder-gpu: {{ machine: gpu-box, name: "qwen3-coder:30b" }}
+  coder-cpu: {{ machine: ubuntu-box, name: "qwen3-coder:30b-q4" }}
+  vision-gpu: {{ machine: gpu-box, name: "qwen2.5vl:7b" }}
+  small: {{ machine: local, name: "qwen3:4b" }}
+routes:
+  - name: code
+    keywords: [code, refactor, function, bug, rust, "unit test"]
+    chain: [coder-gpu, coder-cpu, small]
+  - name: vision
+    keywords: [image, photo]
+    images: true
+    chain: [vision-gpu]
+  - name: chat
+    default: true
+    chain: [small]
+"#,
+        gpu.base_url(),
+        cpu.base_url(),
+        local.base_url()
+    )
+}
+
+impl TestLab {
+    pub async fn start() -> TestLab {
+        TestLab::start_with("").await
+    }
+
+    pub async fn start_with(defaults_extra: &str) -> TestLab {
+        let gpu = Sim::start("gpu-box").await.expect("sim");
+        let cpu = Sim::start("ubuntu-box").await.expect("sim");
+        let local = Sim::start("local").await.expect("sim");
+        let yaml = registry_yaml(&gpu, &cpu, &local, defaults_extra);
+        let registry = Registry::parse(&yaml, "test.yaml").expect("valid registry");
+        let lab = Arc::new(Lab::new(registry).expect("lab"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(labrouter::serve(
+            listener,
+            Arc::clone(&lab),
+            std::future::pending(),
+        ));
+        let client = reqwest::Client::builder().build().expect("client");
+        TestLab {
+            gpu,
+            cpu,
+            local,
+            lab,
+            base,
+            client,
+        }
+    }
+
+    /// POSTs a chat completion with `model` and a last user message `text`.
+    pub async fn chat(&self, model: &str, text: &str) -> reqwest::Response {
+        self.post(
+            "/v1/chat/completions",
+            json!({"model": model, "messages": [{"role": "user", "content": text}]}),
+        )
+        .await
+    }
+
+    pub async fn chat_stream(&self, model: &str, text: &str) -> reqwest::Response {
+        self.post(
+            "/v1/chat/completions",
+            json!({"model": model, "stream": true, "messages": [{"role": "user", "content": text}]}),
+        )
+        .await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.client
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("router answered")
+    }
+
+    /// Work requests (not liveness checks) that reached each machine: (gpu, cpu, local).
+    pub fn work(&self) -> (u64, u64, u64) {
+        (
+            self.gpu.work_hits(),
+            self.cpu.work_hits(),
+            self.local.work_hits(),
+        )
+    }
+
+    pub fn state(&self, machine: &str) -> String {
+        let i = self.lab.registry.machine_index(machine).expect("machine");
+        self.lab.machines.phase(i).as_str().to_string()
+    }
+}
+
+pub fn header(resp: &reqwest::Response, name: &str) -> String {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The assistant text of a non-streaming chat answer.
+pub async fn content(resp: reqwest::Response) -> String {
+    let v: Value = resp.json().await.expect("json answer");
+    v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
