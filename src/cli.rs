@@ -51,6 +51,11 @@ pub enum Command {
         #[arg(long)]
         image: bool,
     },
+    /// Run the pure breaker on a recorded event trace and print a JSON receipt.
+    Replay {
+        /// The trace file (SPEC §9).
+        trace: PathBuf,
+    },
     /// Run one simulated OpenAI-compatible machine on a loopback address (for trying
     /// labrouter without a lab).
     Sim {

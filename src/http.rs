@@ -28,6 +28,7 @@ pub fn app(lab: Arc<Lab>) -> Router {
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/status", get(status))
+        .route("/status/events", get(events))
         .route("/admin/breakers/{machine}/{action}", post(admin_breaker))
         .route("/healthz", get(|| async { "ok\n" }))
         .fallback(|| async {
@@ -227,6 +228,89 @@ pub fn rfc3339(t: SystemTime) -> String {
     jiff::Timestamp::try_from(t)
         .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
         .unwrap_or_default()
+}
+
+/// Query of `GET /status/events`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    machine: Option<String>,
+    /// RFC 3339 time or unix milliseconds.
+    since: Option<String>,
+    /// A `seq` from the previous page: events older than it.
+    before: Option<i64>,
+    limit: Option<u32>,
+}
+
+/// The ledger, newest first, paginated with `before`.
+async fn events(
+    State(lab): State<Arc<Lab>>,
+    query: Result<axum::extract::Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let q = match query {
+        Ok(q) => q.0,
+        Err(e) => {
+            return bad_request(
+                "invalid_query",
+                format!("/status/events: {e}; expected machine, since, before, limit"),
+            )
+        }
+    };
+    let Some(store) = &lab.store else {
+        return client_error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "no_ledger",
+            "this router keeps no ledger (no state_dir store)".into(),
+        );
+    };
+    let since_ms = match q.since.as_deref().map(parse_since) {
+        None => None,
+        Some(Ok(ms)) => Some(ms),
+        Some(Err(e)) => return bad_request("invalid_query", e),
+    };
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let path = store.path().to_path_buf();
+    let machine = q.machine.clone();
+    let before = q.before;
+    let read = tokio::task::spawn_blocking(move || {
+        crate::store::events(&path, machine.as_deref(), since_ms, before, limit)
+    })
+    .await;
+    match read {
+        Ok(Ok(events)) => {
+            let next_before = (events.len() == limit as usize)
+                .then(|| events.last().map(|e| e.seq))
+                .flatten();
+            Json(json!({"events": events, "next_before": next_before})).into_response()
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot read the ledger");
+            client_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "ledger_unreadable",
+                "the ledger could not be read; see the log".into(),
+            )
+        }
+        Err(_) => client_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "ledger_unreadable",
+            "the ledger read was cancelled".into(),
+        ),
+    }
+}
+
+fn parse_since(s: &str) -> Result<i64, String> {
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ms);
+    }
+    s.parse::<jiff::Timestamp>()
+        .map(|t| t.as_millisecond())
+        .map_err(|e| {
+            format!("since: expected an RFC 3339 time or unix milliseconds, got '{s}' ({e})")
+        })
 }
 
 /// `POST /admin/breakers/{machine}/open|close|reset`, with optional `?by=` / JSON who/why.

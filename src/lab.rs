@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::machines::Machines;
 use crate::registry::Registry;
 use crate::route::Router;
+use crate::store::{Store, StoreError};
 use crate::upstream::Upstream;
 
 #[derive(Debug)]
@@ -17,6 +18,8 @@ pub struct Lab {
     pub upstreams: Vec<Arc<Upstream>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
     pub api_keys: Vec<String>,
+    /// The memory of verdicts and the ledger; last, so it outlives the breakers it records.
+    pub store: Option<Store>,
 }
 
 /// The lab could not be started from this registry.
@@ -24,6 +27,8 @@ pub struct Lab {
 pub enum LabError {
     #[error("server.listen is {listen}, which is not loopback, and no API keys are set: set server.api_keys_env to an environment variable holding comma-separated bearer tokens (and export it), or listen on 127.0.0.1")]
     OpenWithoutKeys { listen: std::net::SocketAddr },
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error("machine '{machine}': cannot build its HTTP client: {source}")]
     Client {
         machine: String,
@@ -32,7 +37,31 @@ pub enum LabError {
 }
 
 impl Lab {
+    /// A lab that remembers: opens the store under `server.state_dir` and seeds every
+    /// machine's breaker from its stored verdict.
+    pub fn open(registry: Registry) -> Result<Lab, LabError> {
+        let (store, restored) = Store::open(&registry.server.state_dir)?;
+        let lab = Lab::build(registry, Some(store))?;
+        for (name, verdict) in &restored {
+            let targets: Vec<usize> = match name.as_str() {
+                // The whole file was unreadable: every machine fails closed.
+                "*" => (0..lab.registry.machines.len()).collect(),
+                _ => lab.registry.machine_index(name).into_iter().collect(),
+            };
+            for i in targets {
+                let max_age = lab.registry.machines[i].breaker.max_cooldown;
+                lab.machines.restore(i, verdict, max_age);
+            }
+        }
+        Ok(lab)
+    }
+
+    /// A lab without memory (tests, `labrouter demo`).
     pub fn new(registry: Registry) -> Result<Lab, LabError> {
+        Lab::build(registry, None)
+    }
+
+    fn build(registry: Registry, store: Option<Store>) -> Result<Lab, LabError> {
         let api_keys: Vec<String> = registry
             .server
             .api_keys_env
@@ -64,10 +93,11 @@ impl Lab {
             .collect::<Result<_, _>>()?;
         Ok(Lab {
             router: Router::new(&registry),
-            machines: Machines::new(&registry),
+            machines: Machines::with_ledger(&registry, store.as_ref().map(Store::sender)),
             upstreams,
             api_keys,
             registry,
+            store,
         })
     }
 }

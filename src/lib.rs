@@ -10,6 +10,8 @@
 //! - [`proxy`]: the chain walk and the error when nothing served.
 //! - [`http`]: handlers, auth, body limits; [`app`] builds the router.
 //! - [`lab`]: everything one loaded registry needs at run time.
+//! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
+//! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
 //! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.
 
 pub mod breaker;
@@ -18,9 +20,11 @@ pub mod lab;
 pub mod machines;
 pub mod proxy;
 pub mod registry;
+pub mod replay;
 pub mod request;
 pub mod route;
 pub mod sim;
+pub mod store;
 pub mod upstream;
 
 use std::future::Future;

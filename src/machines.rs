@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::breaker::{Breaker, Decision, Event, Failure, Phase, Policy, Skip, Ticket, Transition};
 use crate::registry::Registry;
+use crate::store::{Msg, Restored, Verdict};
 
 /// One breaker transition, with what the ledger and alerts need beside it.
 #[derive(Clone, Debug)]
@@ -25,6 +26,10 @@ pub struct Transitioned {
     /// `cooldown_until` as wall-clock time.
     pub cooldown_until: Option<SystemTime>,
     pub registry_version: String,
+    /// The breaker after the transition, for the verdicts table.
+    pub verdict: Verdict,
+    pub remote_attempts: u64,
+    pub local_rejections: u64,
 }
 
 /// How an admitted call ended, as the chain walk classified it.
@@ -73,6 +78,8 @@ struct Shared {
     /// Woken on every change that may let a waiting request in (`x-labrouter-wait`).
     changed: Notify,
     transitions: broadcast::Sender<Transitioned>,
+    /// The store's writer, when the lab remembers (SPEC §3.6).
+    ledger: Option<std::sync::mpsc::Sender<Msg>>,
     registry_version: String,
 }
 
@@ -85,6 +92,11 @@ pub struct Rejected {
 
 impl Machines {
     pub fn new(reg: &Registry) -> Machines {
+        Machines::with_ledger(reg, None)
+    }
+
+    /// Breakers whose transitions are also written to the store.
+    pub fn with_ledger(reg: &Registry, ledger: Option<std::sync::mpsc::Sender<Msg>>) -> Machines {
         let (transitions, _) = broadcast::channel(1024);
         let cells = reg
             .machines
@@ -106,6 +118,7 @@ impl Machines {
             shared: Arc::new(Shared {
                 changed: Notify::new(),
                 transitions,
+                ledger,
                 registry_version: reg.version.clone(),
             }),
         }
@@ -184,6 +197,53 @@ impl Machines {
     pub fn phase(&self, i: usize) -> Phase {
         lock(&self.cells[i].breaker).phase
     }
+
+    /// Seeds machine `i` from what the store remembered. An unreadable verdict opens the
+    /// breaker (`state_unreadable`), ledgered like any transition.
+    pub fn restore(&self, i: usize, restored: &Restored, max_age: Duration) {
+        let cell = &self.cells[i];
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        match restored {
+            Restored::Found { verdict, written } => {
+                let age = wall.duration_since(*written).unwrap_or(Duration::ZERO);
+                if age > max_age {
+                    tracing::info!(machine = %cell.name, age_s = age.as_secs(), "stored verdict is older than max_cooldown: ignored");
+                    return;
+                }
+                let b = verdict.to_breaker(&cell.policy, now, wall);
+                if b.phase != Phase::Closed || b.failures > 0 {
+                    tracing::warn!(machine = %cell.name, state = %b.phase, failures = b.failures, "breaker restored from the store");
+                }
+                *lock(&cell.breaker) = b;
+            }
+            Restored::Unreadable(why) => {
+                tracing::error!(machine = %cell.name, error = %why, "stored verdict unreadable: starting open (state_unreadable)");
+                let transition = {
+                    let mut guard = lock(&cell.breaker);
+                    let from = guard.phase;
+                    guard.phase = Phase::Open;
+                    guard.generation += 1;
+                    guard.opened_at = Some(now);
+                    guard.open_until = Some(now + guard.cooldown);
+                    guard.last_reason = Some("state_unreadable".into());
+                    Transition {
+                        from,
+                        to: Phase::Open,
+                        reason: "state_unreadable".into(),
+                        failures: guard.failures,
+                        cooldown_until: guard.open_until,
+                        remote_attempted: false,
+                    }
+                };
+                announce(cell, &self.shared, transition, now);
+            }
+        }
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.cells.iter().map(|c| c.name.as_str())
+    }
 }
 
 fn lock(m: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
@@ -209,6 +269,7 @@ fn step_cell(cell: &Cell, shared: &Shared, event: Event) -> Decision {
 
 fn announce(cell: &Cell, shared: &Shared, transition: Transition, now: Instant) {
     let wall = SystemTime::now();
+    let verdict = Verdict::of(&lock(&cell.breaker), now, wall);
     let cooldown_until = transition
         .cooldown_until
         .map(|u| wall + u.saturating_duration_since(now));
@@ -222,14 +283,22 @@ fn announce(cell: &Cell, shared: &Shared, transition: Transition, now: Instant) 
         transition.from,
         transition.to,
     );
-    // No subscriber is fine: the transition is still logged above.
-    let _ = shared.transitions.send(Transitioned {
+    let record = Transitioned {
         machine: cell.name.clone(),
         transition,
         at: wall,
         cooldown_until,
         registry_version: shared.registry_version.clone(),
-    });
+        verdict,
+        remote_attempts: cell.remote_attempts.load(Ordering::Relaxed),
+        local_rejections: cell.local_rejections.load(Ordering::Relaxed),
+    };
+    if let Some(ledger) = &shared.ledger {
+        // The writer thread is gone only at shutdown; the transition is still logged above.
+        let _ = ledger.send(Msg::Transition(Box::new(record.clone())));
+    }
+    // No subscriber is fine too.
+    let _ = shared.transitions.send(record);
     shared.changed.notify_waiters();
 }
 

@@ -48,7 +48,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { config } => {
             let registry = Registry::load(&config)?;
-            let lab = Arc::new(Lab::new(registry)?);
+            let lab = Arc::new(Lab::open(registry)?);
             let listen = lab.registry.server.listen;
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
@@ -60,7 +60,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 config = %config.display(),
                 "labrouter serving"
             );
-            labrouter::serve(listener, lab, shutdown_signal()).await?;
+            labrouter::serve(listener, Arc::clone(&lab), shutdown_signal()).await?;
+            if let Some(store) = &lab.store {
+                store.flush(std::time::Duration::from_secs(5));
+            }
             tracing::info!("labrouter stopped");
             Ok(ExitCode::SUCCESS)
         }
@@ -102,6 +105,20 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             println!("chain: {}", chain.join(" -> "));
             println!("why:   {}", decision.why_words());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay { trace } => {
+            let text = std::fs::read_to_string(&trace)
+                .with_context(|| format!("cannot read {}", trace.display()))?;
+            match labrouter::replay::replay(&text) {
+                Ok(receipt) => {
+                    println!("{}", receipt.to_json());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}", trace.display());
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
         Command::Sim { listen, name } => {
             let sim = labrouter::sim::Sim::start_on(&name, listen)

@@ -1,2 +1,483 @@
+//! Unit tests of routing (SPEC §2): names, headers and keywords to a route or a model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+
 use super::*;
+
+/// The lab of SPEC §1, inline so the tests do not depend on the shipped file.
+const LAB: &str = r#"
+machines:
+  gpu-box: { url: "http://gpu-box.local:11434/v1" }
+  ubuntu-box: { url: "http://ubuntu-box.local:8080/v1" }
+  local: { url: "http://127.0.0.1:11434/v1" }
+models:
+  coder-gpu:  { machine: gpu-box,    name: "qwen3-coder:30b" }
+  coder-cpu:  { machine: ubuntu-box, name: "qwen3-coder:30b" }
+  vision-gpu: { machine: gpu-box,    name: "qwen2.5vl:7b" }
+  vision-cpu: { machine: ubuntu-box, name: "qwen2.5vl:7b" }
+  small:      { machine: local,      name: "qwen3:4b" }
+routes:
+  - name: code
+    keywords: [code, refactor, function, bug, compile, "unit test", rust, python]
+    chain: [coder-gpu, coder-cpu, small]
+  - name: vision
+    keywords: [image, photo, picture, screenshot, ocr]
+    images: true
+    chain: [vision-gpu, vision-cpu]
+  - name: chat
+    default: true
+    chain: [small]
+"#;
+
+const CODE: usize = 0;
+const VISION: usize = 1;
+const CHAT: usize = 2;
+
+fn lab() -> (Registry, Router) {
+    from_yaml(LAB)
+}
+
+fn from_yaml(yaml: &str) -> (Registry, Router) {
+    let reg = Registry::parse(yaml, "registry.yaml").expect("test registry is valid");
+    let router = Router::new(&reg);
+    (reg, router)
+}
+
+/// Keyword routing of `text` (model `auto`, no header, no image).
+fn route_of(reg: &Registry, router: &Router, text: &str) -> Decision {
+    router.decide(reg, None, Some("auto"), text, false).unwrap()
+}
+
+fn keywords(words: &[&str]) -> Why {
+    Why::Keywords(words.iter().map(|w| w.to_string()).collect())
+}
+
+/// A registry of one machine and model with the given routes (`name`, keywords, images).
+fn routes_yaml(routes: &[(&str, &[&str], bool)]) -> String {
+    let mut y = String::from(
+        "machines:\n  m: { url: \"http://127.0.0.1:9/v1\" }\nmodels:\n  only: { machine: m, name: \"x:1b\" }\nroutes:\n",
+    );
+    for (name, kws, images) in routes {
+        let kws: Vec<String> = kws.iter().map(|k| format!("\"{k}\"")).collect();
+        writeln!(y, "  - name: {name}").unwrap();
+        writeln!(y, "    keywords: [{}]", kws.join(", ")).unwrap();
+        if *images {
+            writeln!(y, "    images: true").unwrap();
+        }
+        writeln!(y, "    chain: [only]").unwrap();
+    }
+    y
+}
+
+// === keywords ===
+
+#[test]
+fn keywords_match_case_insensitively() {
+    let (reg, router) = lab();
+    for text in [
+        "help me with Rust",
+        "RUST please",
+        "rust",
+        "why does rust, of all things, do this?",
+    ] {
+        let d = route_of(&reg, &router, text);
+        assert_eq!(d.choice, Choice::Route(CODE), "{text:?}");
+        assert_eq!(d.why, keywords(&["rust"]), "{text:?}");
+    }
+    let d = route_of(&reg, &router, "Fix this BUG in my PyThOn");
+    assert_eq!(d.choice, Choice::Route(CODE));
+    assert_eq!(d.why, keywords(&["bug", "python"]));
+}
+
+#[test]
+fn keywords_match_whole_words_only() {
+    let (reg, router) = lab();
+    for text in [
+        "a trusty old car",
+        "there are bugs in the garden",
+        "rusty nails",
+        "debug the day",
+        "encode decode",
+        "rust_lang",
+        "rust2",
+        "2rust",
+        "photography",
+        "functional",
+    ] {
+        let d = route_of(&reg, &router, text);
+        assert_eq!(d.choice, Choice::Route(CHAT), "{text:?} hit {:?}", d.why);
+        assert_eq!(d.why, Why::NoKeyword, "{text:?}");
+    }
+    // Punctuation and line breaks are word edges.
+    for text in [
+        "(rust)",
+        "rust.",
+        "\"rust\"",
+        "x\nrust\ny",
+        "rust-analyzer",
+        "¿rust?",
+    ] {
+        assert_eq!(
+            route_of(&reg, &router, text).choice,
+            Choice::Route(CODE),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn phrases_match_across_one_space() {
+    let (reg, router) = lab();
+    for text in ["write a unit test for this", "Unit Test it", "UNIT TEST"] {
+        let d = route_of(&reg, &router, text);
+        assert_eq!(d.choice, Choice::Route(CODE), "{text:?}");
+        assert_eq!(d.why, keywords(&["unit test"]), "{text:?}");
+    }
+    for text in ["unit tests", "unittest", "community test", "unit testing"] {
+        assert_eq!(
+            route_of(&reg, &router, text).choice,
+            Choice::Route(CHAT),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn a_route_scores_distinct_keywords() {
+    // `berry` first: a tie goes to it; `apple` five times must not outscore two keywords.
+    let yaml = routes_yaml(&[
+        ("berries", &["berry", "cherry"], false),
+        ("apples", &["apple"], false),
+    ]);
+    let (reg, router) = from_yaml(&yaml);
+    let d = route_of(&reg, &router, "apple apple apple apple apple berry");
+    assert_eq!(
+        d.choice,
+        Choice::Route(0),
+        "1 distinct keyword each: a tie, to the earlier route"
+    );
+    assert_eq!(d.why, keywords(&["berry"]));
+    let d = route_of(&reg, &router, "apple apple apple apple apple berry cherry");
+    assert_eq!(d.choice, Choice::Route(0));
+    assert_eq!(d.why, keywords(&["berry", "cherry"]));
+    let d = route_of(&reg, &router, "Apple APPLE apple apple apple");
+    assert_eq!(d.choice, Choice::Route(1));
+    assert_eq!(d.why, keywords(&["apple"]));
+}
+
+#[test]
+fn the_highest_score_wins() {
+    let (reg, router) = lab();
+    let d = route_of(&reg, &router, "refactor the code in this photo");
+    assert_eq!(d.choice, Choice::Route(CODE));
+    assert_eq!(d.why, keywords(&["code", "refactor"]));
+    let d = route_of(&reg, &router, "OCR of a screenshot that shows code");
+    assert_eq!(d.choice, Choice::Route(VISION));
+    assert_eq!(d.why, keywords(&["screenshot", "ocr"]));
+}
+
+#[test]
+fn ties_go_to_the_earlier_route() {
+    let (reg, router) = lab();
+    assert_eq!(
+        route_of(&reg, &router, "the code in this photo").choice,
+        Choice::Route(CODE)
+    );
+    // The same text with the routes the other way round.
+    let yaml = routes_yaml(&[("vision", &["photo"], false), ("code", &["code"], false)]);
+    let (reg, router) = from_yaml(&yaml);
+    assert_eq!(
+        route_of(&reg, &router, "the code in this photo").choice,
+        Choice::Route(0)
+    );
+    let yaml = routes_yaml(&[("code", &["code"], false), ("vision", &["photo"], false)]);
+    let (reg, router) = from_yaml(&yaml);
+    assert_eq!(
+        route_of(&reg, &router, "the code in this photo").choice,
+        Choice::Route(0)
+    );
+}
+
+#[test]
+fn a_keyword_shared_by_two_routes_scores_for_both() {
+    let yaml = routes_yaml(&[
+        ("a", &["shared"], false),
+        ("b", &["shared", "extra"], false),
+    ]);
+    let (reg, router) = from_yaml(&yaml);
+    assert_eq!(route_of(&reg, &router, "shared").choice, Choice::Route(0));
+    let d = route_of(&reg, &router, "shared extra");
+    assert_eq!(d.choice, Choice::Route(1));
+    assert_eq!(d.why, keywords(&["shared", "extra"]));
+}
+
+#[test]
+fn an_image_part_picks_the_images_route() {
+    let (reg, router) = lab();
+    let d = router
+        .decide(&reg, None, Some("auto"), "refactor this code", true)
+        .unwrap();
+    assert_eq!(d.choice, Choice::Route(VISION));
+    assert_eq!(d.why, Why::Image);
+    let d = router.decide(&reg, None, None, "", true).unwrap();
+    assert_eq!(d.choice, Choice::Route(VISION));
+    // Without the image, the keywords decide.
+    let d = router
+        .decide(&reg, None, Some("auto"), "refactor this code", false)
+        .unwrap();
+    assert_eq!(d.choice, Choice::Route(CODE));
+}
+
+#[test]
+fn an_image_part_without_an_images_route_falls_back_to_keywords() {
+    let yaml = routes_yaml(&[("chat", &["hello"], false), ("code", &["code"], false)]);
+    let (reg, router) = from_yaml(&yaml);
+    let d = router.decide(&reg, None, None, "code", true).unwrap();
+    assert_eq!(d.choice, Choice::Route(1));
+    let d = router.decide(&reg, None, None, "nothing", true).unwrap();
+    assert_eq!((d.choice, d.why), (Choice::Route(0), Why::NoKeyword));
+}
+
+#[test]
+fn no_hit_goes_to_the_default_route() {
+    let (reg, router) = lab();
+    for text in ["", "hello there", "what is the weather like?"] {
+        let d = route_of(&reg, &router, text);
+        assert_eq!(d.choice, Choice::Route(CHAT), "{text:?}");
+        assert_eq!(d.why, Why::NoKeyword);
+        assert_eq!(d.label(&reg), "chat");
+        assert_eq!(d.chain(&reg), &[4]);
+    }
+}
+
+#[test]
+fn non_ascii_keywords_match_case_insensitively() {
+    let yaml = routes_yaml(&[
+        ("code", &["rust"], false),
+        ("translate", &["Übersetzung", "größe"], false),
+    ]);
+    let (reg, router) = from_yaml(&yaml);
+    for text in [
+        "Bitte eine ÜBERSETZUNG",
+        "übersetzung bitte",
+        "Die Übersetzung.",
+        "GRÖßE",
+    ] {
+        let d = route_of(&reg, &router, text);
+        assert_eq!(d.choice, Choice::Route(1), "{text:?}");
+    }
+    let d = route_of(&reg, &router, "Übersetzung der Größe");
+    assert_eq!(d.why, keywords(&["übersetzung", "größe"]));
+    // Whole words still: a longer German word does not hit.
+    let d = route_of(&reg, &router, "Übersetzungen und Größenordnung");
+    assert_eq!(d.why, Why::NoKeyword);
+    // ASCII keywords still fold when the text is lower-cased for Unicode.
+    assert_eq!(route_of(&reg, &router, "RUST").choice, Choice::Route(0));
+    // Non-ASCII letters are word characters: `rust` inside `rustä` is no hit.
+    assert_eq!(route_of(&reg, &router, "rustä").why, Why::NoKeyword);
+}
+
+// === names and headers ===
+
+#[test]
+fn the_header_forces_a_route() {
+    let (reg, router) = lab();
+    let d = router
+        .decide(
+            &reg,
+            Some("vision"),
+            Some("coder-gpu"),
+            "refactor this code",
+            false,
+        )
+        .unwrap();
+    assert_eq!(d.choice, Choice::Route(VISION));
+    assert_eq!(d.why, Why::Header);
+    assert_eq!(d.label(&reg), "vision");
+    assert_eq!(d.chain(&reg), &[2, 3]);
+}
+
+#[test]
+fn an_unknown_header_route_is_an_error() {
+    let (reg, router) = lab();
+    let e = router
+        .decide(&reg, Some("nosuch"), None, "code", false)
+        .unwrap_err();
+    assert_eq!(e.what, "route");
+    assert_eq!(e.name, "nosuch");
+    assert_eq!(e.valid, "code, vision, chat");
+    assert_eq!(
+        e.to_string(),
+        "route 'nosuch' does not exist; expected one of: code, vision, chat"
+    );
+    // A model name is not a route.
+    assert!(router
+        .decide(&reg, Some("coder-gpu"), None, "", false)
+        .is_err());
+}
+
+#[test]
+fn model_naming_a_route_takes_its_chain() {
+    let (reg, router) = lab();
+    let d = router
+        .decide(&reg, None, Some("code"), "hello", false)
+        .unwrap();
+    assert_eq!(d.choice, Choice::Route(CODE));
+    assert_eq!(d.why, Why::RouteName);
+    assert_eq!(d.chain(&reg), &[0, 1, 4]);
+}
+
+#[test]
+fn model_naming_a_logical_model_takes_it_alone() {
+    let (reg, router) = lab();
+    let d = router
+        .decide(&reg, None, Some("coder-cpu"), "photo", true)
+        .unwrap();
+    assert_eq!(d.choice, Choice::Model(1));
+    assert_eq!(d.why, Why::ModelName);
+    assert_eq!(d.label(&reg), "coder-cpu");
+    assert_eq!(d.chain(&reg), &[1]);
+}
+
+#[test]
+fn model_naming_a_backend_held_by_one_model_takes_it() {
+    let (reg, router) = lab();
+    let d = router
+        .decide(&reg, None, Some("qwen3:4b"), "refactor", false)
+        .unwrap();
+    assert_eq!(d.choice, Choice::Model(4));
+    assert_eq!(d.why, Why::BackendName);
+    assert_eq!(d.label(&reg), "small");
+    assert_eq!(d.chain(&reg), &[4]);
+}
+
+#[test]
+fn model_auto_or_absent_routes_by_keyword() {
+    let (reg, router) = lab();
+    for model in [Some("auto"), None] {
+        let d = router.decide(&reg, None, model, "refactor", false).unwrap();
+        assert_eq!(d.choice, Choice::Route(CODE), "{model:?}");
+        assert_eq!(d.why, keywords(&["refactor"]));
+        let d = router.decide(&reg, None, model, "hi", false).unwrap();
+        assert_eq!(d.choice, Choice::Route(CHAT), "{model:?}");
+    }
+}
+
+#[test]
+fn an_ambiguous_backend_name_is_an_error_listing_valid_names() {
+    let (reg, router) = lab();
+    let e = router
+        .decide(&reg, None, Some("qwen3-coder:30b"), "code", false)
+        .unwrap_err();
+    assert_eq!(e.what, "model");
+    assert_eq!(e.name, "qwen3-coder:30b");
+    assert_eq!(
+        e.valid,
+        "auto, code, vision, chat, coder-gpu, coder-cpu, vision-gpu, vision-cpu, small"
+    );
+    assert!(e.to_string().contains("qwen3-coder:30b"), "{e}");
+    assert!(e.to_string().contains("coder-gpu"), "{e}");
+}
+
+#[test]
+fn an_unknown_model_is_an_error_listing_valid_names() {
+    let (reg, router) = lab();
+    for name in ["gpt-4o", "Code", "CODER-GPU", "auto "] {
+        let e = router
+            .decide(&reg, None, Some(name), "code", false)
+            .unwrap_err();
+        assert_eq!(e.name, name);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "model '{name}' does not exist; expected one of: auto, code, vision, chat, coder-gpu, coder-cpu, vision-gpu, vision-cpu, small"
+            )
+        );
+    }
+}
+
+#[test]
+fn why_words_explain_the_decision() {
+    let (reg, router) = lab();
+    let d = route_of(&reg, &router, "refactor this function");
+    assert_eq!(d.why_words(), "keywords matched: refactor, function");
+    let d = route_of(&reg, &router, "hi");
+    assert_eq!(d.why_words(), "no keyword matched: default route");
+}
+
+#[test]
+fn a_registry_without_keywords_routes_everything_to_the_default() {
+    let yaml = routes_yaml(&[("a", &[], false), ("b", &[], false)]);
+    let (reg, router) = from_yaml(&yaml);
+    let d = route_of(&reg, &router, "anything at all");
+    assert_eq!((d.choice, d.why), (Choice::Route(0), Why::NoKeyword));
+}
+
+// === scale ===
+
+/// 1,000 routes × 5 keywords and a 10 KB prompt: the right route is chosen. No timing here
+/// (that is a benchmark's job); this checks the decision stays right at that size.
+#[test]
+fn a_thousand_routes_and_a_ten_kilobyte_prompt() {
+    let kw = |r: usize, k: usize| format!("k{r:04}x{k}");
+    let mut y = String::from(
+        "machines:\n  m: { url: \"http://127.0.0.1:9/v1\" }\nmodels:\n  only: { machine: m, name: \"x:1b\" }\nroutes:\n",
+    );
+    for r in 0..1000 {
+        let kws: Vec<String> = (0..5).map(|k| kw(r, k)).collect();
+        writeln!(
+            y,
+            "  - name: r{r:04}\n    keywords: [{}]\n    chain: [only]",
+            kws.join(", ")
+        )
+        .unwrap();
+        if r == 0 {
+            writeln!(y, "    default: true").unwrap();
+        }
+    }
+    let (reg, router) = from_yaml(&y);
+    assert_eq!(reg.routes.len(), 1000);
+
+    let mut prompt = String::new();
+    let filler = "the quick brown fox jumps over the lazy dog while we wait ";
+    let mut i = 0usize;
+    while prompt.len() < 10 * 1024 {
+        prompt.push_str(filler);
+        match i % 40 {
+            // Route 123: one keyword, many times.
+            3 => prompt.push_str(&kw(123, 0).to_uppercase()),
+            // Route 500: two distinct keywords.
+            10 => prompt.push_str(&kw(500, 1)),
+            11 => prompt.push_str(&kw(500, 2)),
+            // Near misses that are not whole words.
+            20 => prompt.push_str(&format!("x{} {}y {}_", kw(7, 0), kw(7, 1), kw(7, 2))),
+            _ => {}
+        }
+        prompt.push(' ');
+        i += 1;
+    }
+    // Route 999 (the last one): three distinct keywords, once each, near the end.
+    prompt.push_str(&format!(
+        "{}, {} and {}.",
+        kw(999, 4),
+        kw(999, 0),
+        kw(999, 2)
+    ));
+    assert!(prompt.len() >= 10 * 1024);
+
+    let d = route_of(&reg, &router, &prompt);
+    assert_eq!(d.choice, Choice::Route(999), "why: {:?}", d.why);
+    assert_eq!(
+        d.why,
+        Why::Keywords(vec![kw(999, 0), kw(999, 2), kw(999, 4)])
+    );
+
+    // Without route 999's words, route 500 (two distinct) beats route 123 (one, many times).
+    let cut = prompt.rfind(&kw(999, 4)).unwrap();
+    let d = route_of(&reg, &router, &prompt[..cut]);
+    assert_eq!(d.choice, Choice::Route(500), "why: {:?}", d.why);
+    // A 10 KB prompt with no keyword goes to the default route.
+    let plain = filler.repeat(10 * 1024 / filler.len() + 1);
+    assert_eq!(route_of(&reg, &router, &plain).choice, Choice::Route(0));
+}

@@ -1,6 +1,8 @@
 //! The test lab: three simulated machines (GPU box, CPU box, local) and a real router on
 //! 127.0.0.1, talking HTTP. Tests count what reached each machine.
 
+#![allow(dead_code)] // each test binary uses a different part of the lab
+
 use std::sync::Arc;
 
 use labrouter::registry::Registry;

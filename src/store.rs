@@ -1,0 +1,349 @@
+//! Memory across restarts (SPEC §3.6, §3.7): breaker verdicts and the transition ledger in
+//! one SQLite file under `state_dir`.
+//!
+//! rusqlite is synchronous, so every write goes over a channel to one writer thread: a
+//! breaker decision never waits on disk. Reads (start-up, `/status/events`) open their own
+//! connection; WAL mode lets them run beside the writer.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection};
+
+use crate::breaker::Phase;
+use crate::machines::Transitioned;
+
+mod verdict;
+
+pub use verdict::{Restored, Verdict};
+
+/// The database file inside `state_dir`.
+pub const FILE: &str = "labrouter.db";
+
+/// Schema migrations, applied in order; `PRAGMA user_version` says how many ran.
+const MIGRATIONS: &[&str] = &["CREATE TABLE verdicts (
+        machine TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        opened_at_ms INTEGER,
+        cooldown_ms INTEGER NOT NULL,
+        open_until_ms INTEGER,
+        last_reason TEXT,
+        last_retry_after_ms INTEGER,
+        registry_version TEXT NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE ledger (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms INTEGER NOT NULL,
+        machine TEXT NOT NULL,
+        from_state TEXT NOT NULL,
+        to_state TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        cooldown_until_ms INTEGER,
+        remote_attempted INTEGER NOT NULL,
+        registry_version TEXT NOT NULL,
+        remote_attempts INTEGER NOT NULL,
+        local_rejections INTEGER NOT NULL
+    );
+    CREATE INDEX ledger_machine_seq ON ledger (machine, seq);
+    CREATE INDEX ledger_at ON ledger (at_ms);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state store {path}: {source}")]
+    Sqlite {
+        path: String,
+        source: rusqlite::Error,
+    },
+    #[error("state store {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The writer side: owned by the running lab; dropping it flushes and stops the thread.
+#[derive(Debug)]
+pub struct Store {
+    path: PathBuf,
+    tx: mpsc::Sender<Msg>,
+    /// Taken by `Drop` to wait for the last writes.
+    writer: Option<JoinHandle<()>>,
+}
+
+/// What the writer thread is asked to do.
+#[derive(Debug)]
+pub enum Msg {
+    Transition(Box<Transitioned>),
+    /// Answer on this channel once everything sent before is on disk.
+    Flush(mpsc::Sender<()>),
+    Stop,
+}
+
+/// One ledger row as `/status/events` shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Event {
+    pub seq: i64,
+    pub at: String,
+    pub at_ms: i64,
+    pub machine: String,
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+    pub failures: i64,
+    pub cooldown_until: Option<String>,
+    pub remote_attempted: bool,
+    pub registry_version: String,
+    pub remote_attempts: i64,
+    pub local_rejections: i64,
+}
+
+fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |source| StoreError::Sqlite {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+pub fn ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+pub fn from_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}
+
+fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(sqlite(path))?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(sqlite(path))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(sqlite(path))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sqlite(path))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sqlite(path))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        let tx = conn.transaction().map_err(sqlite(path))?;
+        tx.execute_batch(sql).map_err(sqlite(path))?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(sqlite(path))?;
+        tx.commit().map_err(sqlite(path))?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Opens (creating and migrating) the store in `state_dir` and reads its verdicts.
+    /// A file that cannot be read is moved aside and a fresh one created; its machines are
+    /// reported [`Restored::Unreadable`] so they start open (fail closed).
+    pub fn open(state_dir: &Path) -> Result<(Store, Vec<(String, Restored)>), StoreError> {
+        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::Io {
+            path: state_dir.display().to_string(),
+            source,
+        })?;
+        let path = state_dir.join(FILE);
+        let (conn, restored) = match Store::read_all(&path) {
+            Ok(ok) => ok,
+            Err(e) => {
+                tracing::error!(error = %e, "state store unreadable: moving it aside; every machine starts open (state_unreadable)");
+                let aside = path.with_extension(format!("db.unreadable-{}", ms(SystemTime::now())));
+                for ext in ["", "-wal", "-shm"] {
+                    let from = PathBuf::from(format!("{}{ext}", path.display()));
+                    let to = PathBuf::from(format!("{}{ext}", aside.display()));
+                    if from.exists() {
+                        let _ = std::fs::rename(&from, &to);
+                    }
+                }
+                let mut conn = open_conn(&path)?;
+                migrate(&mut conn, &path)?;
+                (
+                    conn,
+                    vec![("*".to_string(), Restored::Unreadable(e.to_string()))],
+                )
+            }
+        };
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let writer_path = path.clone();
+        let writer = std::thread::Builder::new()
+            .name("labrouter-store".into())
+            .spawn(move || write_loop(conn, rx, &writer_path))
+            .map_err(|source| StoreError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+        Ok((
+            Store {
+                path,
+                tx,
+                writer: Some(writer),
+            },
+            restored,
+        ))
+    }
+
+    fn read_all(path: &Path) -> Result<(Connection, Vec<(String, Restored)>), StoreError> {
+        let mut conn = open_conn(path)?;
+        migrate(&mut conn, path)?;
+        conn.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0))
+            .map_err(sqlite(path))
+            .and_then(|ok| {
+                if ok == "ok" {
+                    Ok(())
+                } else {
+                    Err(StoreError::Sqlite {
+                        path: path.display().to_string(),
+                        source: rusqlite::Error::InvalidQuery,
+                    })
+                }
+            })?;
+        let restored = verdict::read_verdicts(&conn).map_err(sqlite(path))?;
+        Ok((conn, restored))
+    }
+
+    /// Where transitions go to be written: give it to [`crate::machines::Machines`].
+    pub fn sender(&self) -> mpsc::Sender<Msg> {
+        self.tx.clone()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Blocks until every transition sent so far is written (at most `limit`).
+    pub fn flush(&self, limit: Duration) -> bool {
+        let (ack, done) = mpsc::channel();
+        self.tx.send(Msg::Flush(ack)).is_ok() && done.recv_timeout(limit).is_ok()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Stop);
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &Path) {
+    let mut batch: Vec<Transitioned> = Vec::new();
+    let mut acks: Vec<mpsc::Sender<()>> = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut stop = false;
+        // Whatever queued up meanwhile goes into the same transaction.
+        for msg in std::iter::once(first).chain(rx.try_iter()) {
+            match msg {
+                Msg::Transition(t) => batch.push(*t),
+                Msg::Flush(ack) => acks.push(ack),
+                Msg::Stop => stop = true,
+            }
+        }
+        if !batch.is_empty() {
+            if let Err(e) = write_batch(&mut conn, &batch) {
+                tracing::error!(path = %path.display(), error = %e, rows = batch.len(), "cannot write breaker transitions");
+            }
+            batch.clear();
+        }
+        for ack in acks.drain(..) {
+            let _ = ack.send(());
+        }
+        if stop {
+            break;
+        }
+    }
+}
+
+fn write_batch(conn: &mut Connection, batch: &[Transitioned]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    for t in batch {
+        let tr = &t.transition;
+        tx.execute(
+            "INSERT INTO ledger (at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
+                                 remote_attempted, registry_version, remote_attempts, local_rejections)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                ms(t.at),
+                t.machine,
+                tr.from.as_str(),
+                tr.to.as_str(),
+                tr.reason,
+                tr.failures,
+                t.cooldown_until.map(ms),
+                tr.remote_attempted,
+                t.registry_version,
+                t.remote_attempts as i64,
+                t.local_rejections as i64,
+            ],
+        )?;
+        verdict::upsert(&tx, &t.machine, &t.verdict, &t.registry_version, t.at)?;
+    }
+    tx.commit()
+}
+
+/// Reads the ledger, newest first: `machine` filters, `since` (unix ms) bounds the age,
+/// `before` (a seq) pages back, `limit` caps the page.
+pub fn events(
+    path: &Path,
+    machine: Option<&str>,
+    since_ms: Option<i64>,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<Vec<Event>, StoreError> {
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(sqlite(path))?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT seq, at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
+                    remote_attempted, registry_version, remote_attempts, local_rejections
+             FROM ledger
+             WHERE (?1 IS NULL OR machine = ?1) AND (?2 IS NULL OR at_ms >= ?2) AND (?3 IS NULL OR seq < ?3)
+             ORDER BY seq DESC LIMIT ?4",
+        )
+        .map_err(sqlite(path))?;
+    let rows = stmt
+        .query_map(params![machine, since_ms, before, limit], |r| {
+            let at_ms: i64 = r.get(1)?;
+            let until: Option<i64> = r.get(7)?;
+            Ok(Event {
+                seq: r.get(0)?,
+                at: crate::http::rfc3339(from_ms(at_ms)),
+                at_ms,
+                machine: r.get(2)?,
+                from: r.get(3)?,
+                to: r.get(4)?,
+                reason: r.get(5)?,
+                failures: r.get(6)?,
+                cooldown_until: until.map(|u| crate::http::rfc3339(from_ms(u))),
+                remote_attempted: r.get(8)?,
+                registry_version: r.get(9)?,
+                remote_attempts: r.get(10)?,
+                local_rejections: r.get(11)?,
+            })
+        })
+        .map_err(sqlite(path))?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sqlite(path))
+}
+
+/// The phase names as stored; anything else in a row is unreadable.
+pub fn phase_from(s: &str) -> Option<Phase> {
+    Some(match s {
+        "closed" => Phase::Closed,
+        "open" => Phase::Open,
+        "half_open" => Phase::HalfOpen,
+        "auth_failed" => Phase::AuthFailed,
+        "forced_open" => Phase::ForcedOpen,
+        _ => return None,
+    })
+}

@@ -1,0 +1,398 @@
+//! Memory across restarts (SPEC §3.6, §3.7): a real SQLite file, real routers on 127.0.0.1,
+//! simulated machines counting what reaches them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "e2e/support.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use labrouter::registry::Registry;
+use labrouter::sim::{Fault, Sim};
+use labrouter::Lab;
+use serde_json::Value;
+use support::header;
+
+struct Machines {
+    gpu: Sim,
+    cpu: Sim,
+    local: Sim,
+}
+
+impl Machines {
+    async fn start() -> Machines {
+        Machines {
+            gpu: Sim::start("gpu-box").await.unwrap(),
+            cpu: Sim::start("ubuntu-box").await.unwrap(),
+            local: Sim::start("local").await.unwrap(),
+        }
+    }
+
+    fn yaml(&self, state_dir: &std::path::Path) -> String {
+        support::registry_yaml(&self.gpu, &self.cpu, &self.local, "").replace(
+            "  max_body: 64KiB",
+            &format!(
+                "  max_body: 64KiB\n  state_dir: \"{}\"",
+                state_dir.display()
+            ),
+        )
+    }
+}
+
+/// A router with memory, served until the returned sender fires.
+struct Router {
+    lab: Arc<Lab>,
+    base: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Router {
+    async fn start(yaml: &str) -> Router {
+        let lab = Arc::new(Lab::open(Registry::parse(yaml, "test.yaml").unwrap()).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(labrouter::serve(listener, Arc::clone(&lab), async {
+            let _ = stopped.await;
+        }));
+        Router {
+            lab,
+            base,
+            stop,
+            served,
+        }
+    }
+
+    async fn chat(&self, model: &str) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", self.base))
+            .json(&serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn events(&self, query: &str) -> Value {
+        reqwest::get(format!("{}/status/events?{query}", self.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Graceful stop: stop serving, write what is queued.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.served.await.unwrap().unwrap();
+        assert!(self
+            .lab
+            .store
+            .as_ref()
+            .unwrap()
+            .flush(Duration::from_secs(5)));
+    }
+
+    fn state(&self, machine: &str) -> String {
+        let i = self.lab.registry.machine_index(machine).unwrap();
+        self.lab.machines.phase(i).as_str().to_string()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_machine_stays_open_across_a_graceful_restart_and_is_probed_once_after_the_cooldown(
+) {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = m.yaml(dir.path());
+    let r = Router::start(&yaml).await;
+    m.gpu.set(Fault::Refuse);
+    for _ in 0..3 {
+        assert_eq!(r.chat("code").await.status(), 200);
+    }
+    assert_eq!(r.state("gpu-box"), "open");
+    r.stop().await;
+
+    // The machine is back, but the fresh router does not know that yet: it trusts the verdict.
+    m.gpu.set(Fault::Ok);
+    m.gpu.reset_counts();
+    let r = Router::start(&yaml).await;
+    assert_eq!(r.state("gpu-box"), "open");
+    let resp = r.chat("code").await;
+    assert_eq!(
+        header(&resp, "x-labrouter-skipped"),
+        "coder-gpu@gpu-box=circuit_open"
+    );
+    assert_eq!(header(&resp, "x-labrouter-target"), "coder-cpu@ubuntu-box");
+    assert_eq!(
+        m.gpu.work_hits(),
+        0,
+        "zero requests to the machine that was open"
+    );
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    for _ in 0..3 {
+        let resp = r.chat("code").await;
+        assert_eq!(header(&resp, "x-labrouter-target"), "coder-gpu@gpu-box");
+    }
+    assert_eq!(m.gpu.work_hits(), 3, "one probe, then closed and serving");
+    assert_eq!(r.state("gpu-box"), "closed");
+    r.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_ledger_records_open_half_open_closed_with_counts_that_match_the_wire() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let r = Router::start(&m.yaml(dir.path())).await;
+    m.gpu.set(Fault::Status {
+        code: 500,
+        retry_after: None,
+    });
+    for _ in 0..5 {
+        r.chat("code").await;
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    m.gpu.set(Fault::Ok);
+    r.chat("code").await;
+    assert!(r.lab.store.as_ref().unwrap().flush(Duration::from_secs(5)));
+    let v = r.events("machine=gpu-box").await;
+    let events = v["events"].as_array().unwrap();
+    let steps: Vec<(String, String)> = events
+        .iter()
+        .rev()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap().to_string(),
+                e["to"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("closed".into(), "open".into()),
+            ("open".into(), "half_open".into()),
+            ("half_open".into(), "closed".into())
+        ]
+    );
+    let opened = &events[2];
+    assert_eq!(opened["reason"], "HTTP 500");
+    assert_eq!(opened["failures"], 3);
+    assert_eq!(opened["remote_attempted"], true);
+    assert_eq!(opened["remote_attempts"], 3);
+    assert!(opened["cooldown_until"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(events[1]["remote_attempted"], false);
+    let closed = &events[0];
+    assert_eq!(closed["reason"], "probe succeeded");
+    // What the wire saw: 3 failures, then 2 requests rejected locally, then the probe.
+    assert_eq!(m.gpu.work_hits(), 4);
+    assert_eq!(closed["remote_attempts"], 4);
+    assert_eq!(closed["local_rejections"], 2);
+    // Paging: one at a time, newest first.
+    let page = r.events("machine=gpu-box&limit=1").await;
+    let before = page["next_before"].as_i64().unwrap();
+    let next = r
+        .events(&format!("machine=gpu-box&limit=1&before={before}"))
+        .await;
+    assert_eq!(next["events"][0]["to"], "half_open");
+    let bad = reqwest::get(format!("{}/status/events?since=yesterday", r.base))
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    r.stop().await;
+}
+
+/// Writes one verdict row by hand into a fresh store.
+fn seed(dir: &std::path::Path, machine: &str, state: &str, written_ago: Duration) {
+    drop(labrouter::store::Store::open(dir).unwrap());
+    let conn = rusqlite::Connection::open(dir.join(labrouter::store::FILE)).unwrap();
+    let now = labrouter::store::ms(SystemTime::now());
+    let written = now - written_ago.as_millis() as i64;
+    conn.execute(
+        "INSERT INTO verdicts (machine, state, failures, opened_at_ms, cooldown_ms, open_until_ms,
+                               last_reason, last_retry_after_ms, registry_version, updated_at_ms)
+         VALUES (?1, ?2, 3, ?3, 60000, ?4, 'connection refused', NULL, 'test', ?3)",
+        rusqlite::params![machine, state, written, written + 3_600_000],
+    )
+    .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_verdict_older_than_max_cooldown_is_ignored() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path(), "gpu-box", "open", Duration::from_secs(16 * 60));
+    let r = Router::start(&m.yaml(dir.path())).await;
+    assert_eq!(r.state("gpu-box"), "closed");
+    let resp = r.chat("code").await;
+    assert_eq!(header(&resp, "x-labrouter-target"), "coder-gpu@gpu-box");
+    r.stop().await;
+    // A recent one is kept.
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path(), "gpu-box", "open", Duration::from_secs(60));
+    let r = Router::start(&m.yaml(dir.path())).await;
+    assert_eq!(r.state("gpu-box"), "open");
+    r.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_corrupt_row_fails_closed_and_is_ledgered() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path(), "gpu-box", "banana", Duration::from_secs(60));
+    let r = Router::start(&m.yaml(dir.path())).await;
+    assert_eq!(r.state("gpu-box"), "open");
+    assert_eq!(r.state("ubuntu-box"), "closed");
+    let resp = r.chat("code").await;
+    assert_eq!(
+        header(&resp, "x-labrouter-skipped"),
+        "coder-gpu@gpu-box=circuit_open"
+    );
+    assert_eq!(m.gpu.work_hits(), 0);
+    assert!(r.lab.store.as_ref().unwrap().flush(Duration::from_secs(5)));
+    let v = r.events("machine=gpu-box").await;
+    assert_eq!(v["events"][0]["reason"], "state_unreadable");
+    r.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_file_opens_every_machine_and_a_missing_one_is_created() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(labrouter::store::FILE), b"this is not a database, not even close .................................................................................................").unwrap();
+    let r = Router::start(&m.yaml(dir.path())).await;
+    for machine in ["gpu-box", "ubuntu-box", "local"] {
+        assert_eq!(r.state(machine), "open", "{machine} fails closed");
+    }
+    let resp = r.chat("code").await;
+    assert_eq!(resp.status(), 503);
+    assert_eq!(
+        m.gpu.work_hits() + m.cpu.work_hits() + m.local.work_hits(),
+        0
+    );
+    r.stop().await;
+    let moved = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().contains("unreadable"));
+    assert!(moved, "the unreadable file was kept aside");
+
+    let fresh = tempfile::tempdir().unwrap();
+    let state_dir = fresh.path().join("not-yet");
+    let r = Router::start(&m.yaml(&state_dir)).await;
+    assert!(state_dir.join(labrouter::store::FILE).exists());
+    assert_eq!(r.state("gpu-box"), "closed");
+    r.stop().await;
+}
+
+/// The real binary, started on a registry file; killed with SIGKILL when dropped.
+struct Process {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Process {
+    async fn start(config: &std::path::Path, port: u16) -> Process {
+        #[allow(clippy::zombie_processes)] // Drop kills and waits for it
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_labrouter"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        // Bounded wait for the listener: up to 10s in 20ms steps.
+        for _ in 0..500 {
+            if reqwest::get(format!("{base}/healthz")).await.is_ok() {
+                return Process { child, base };
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("labrouter did not start");
+    }
+
+    async fn chat(&self) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", self.base))
+            .json(&serde_json::json!({"model": "code", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill(); // SIGKILL: no shutdown, no flush
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn an_open_machine_stays_open_across_kill_9() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let yaml = m
+        .yaml(&dir.path().join("state"))
+        .replace("listen: 127.0.0.1:0", &format!("listen: 127.0.0.1:{port}"));
+    let config = dir.path().join("registry.yaml");
+    std::fs::write(&config, yaml).unwrap();
+
+    let p = Process::start(&config, port).await;
+    m.gpu.set(Fault::Refuse);
+    for _ in 0..3 {
+        assert_eq!(p.chat().await.status(), 200);
+    }
+    // The transition is on disk once the ledger shows it (bounded poll).
+    let mut written = false;
+    for _ in 0..250 {
+        let v: Value = reqwest::get(format!("{}/status/events?machine=gpu-box", p.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v["events"][0]["to"] == "open" {
+            written = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(written);
+    drop(p); // kill -9
+
+    m.gpu.set(Fault::Ok);
+    m.gpu.reset_counts();
+    let p = Process::start(&config, port).await;
+    let resp = p.chat().await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        header(&resp, "x-labrouter-skipped"),
+        "coder-gpu@gpu-box=circuit_open"
+    );
+    assert_eq!(
+        m.gpu.work_hits(),
+        0,
+        "the fresh process sent nothing to the machine that was open"
+    );
+    let status: Value = reqwest::get(format!("{}/status", p.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["machines"]["gpu-box"]["state"], "open");
+    assert_eq!(
+        status["machines"]["gpu-box"]["last_reason"],
+        "connection refused"
+    );
+}
