@@ -256,7 +256,10 @@ impl Breaker {
                 // A credentials problem is not a property of one cycle: it applies whatever
                 // the generation, and only a reload or a person lifts it.
                 self.release(t);
-                self.enter(Phase::AuthFailed, why, true, None, &mut transition);
+                if self.phase != Phase::AuthFailed {
+                    self.last_reason = Some(why.clone());
+                    self.enter(Phase::AuthFailed, why, true, None, &mut transition);
+                }
                 Decision::Recorded
             }
             Event::Cancel(t) => {
@@ -432,7 +435,10 @@ impl Breaker {
     ) {
         self.cooldown = cooldown;
         self.opened_at = Some(now);
-        let until = now + cooldown;
+        // A cooldown too large for the clock (a hand-written trace) saturates instead of panicking.
+        let until = now
+            .checked_add(cooldown)
+            .unwrap_or(now + Duration::from_secs(86_400 * 365));
         self.enter(Phase::Open, reason, true, Some(until), transition);
         self.open_until = Some(until);
     }
@@ -440,6 +446,7 @@ impl Breaker {
     fn close(&mut self, reason: String, remote: bool, transition: &mut Option<Transition>) {
         self.enter(Phase::Closed, reason, remote, None, transition);
         self.open_until = None;
+        self.last_retry_after = None;
     }
 
     /// Moves to `to`, starting a new cycle; chains with a transition already made in this

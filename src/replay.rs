@@ -8,7 +8,6 @@
 //! it (and its SHA-256) is byte-identical on every run.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -60,7 +59,7 @@ pub struct Receipt {
 }
 
 /// Everything the replay decided, in a fixed key order (BTreeMaps order the machines).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Run {
     pub transitions: Vec<TransitionRow>,
     pub rejections: Vec<RejectionRow>,
@@ -140,13 +139,7 @@ pub fn replay(trace_json: &str) -> Result<Receipt, ReplayError> {
     let base = Instant::now();
     let ms = |t: Instant| t.saturating_duration_since(base).as_millis();
     let mut machines: BTreeMap<String, Machine> = BTreeMap::new();
-    let mut run = Run {
-        transitions: Vec::new(),
-        rejections: Vec::new(),
-        remote_attempts: BTreeMap::new(),
-        local_rejections: BTreeMap::new(),
-        final_states: BTreeMap::new(),
-    };
+    let mut run = Run::default();
     let mut last_ms = 0;
     for (index, value) in raw.events.iter().enumerate() {
         let bad = |message: String| ReplayError::Event { index, message };
@@ -230,10 +223,8 @@ pub fn replay(trace_json: &str) -> Result<Receipt, ReplayError> {
     let compact = serde_json::to_vec(&run).expect("a receipt always serializes");
     let sha256 = Sha256::digest(&compact)
         .iter()
-        .fold(String::with_capacity(64), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        });
+        .map(|b| format!("{b:02x}"))
+        .collect();
     Ok(Receipt { run, sha256 })
 }
 

@@ -110,6 +110,7 @@ impl Router {
                 .ascii_case_insensitive(true)
                 .match_kind(MatchKind::Standard)
                 .build(&patterns)
+                .map_err(|e| tracing::error!(error = %e, "keyword automaton failed to build: keyword routing is off"))
                 .ok()
         };
         Router {

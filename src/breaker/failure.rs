@@ -18,6 +18,7 @@ pub enum FailureKind {
     Hung,
     /// A timeout without more detail (the `total` deadline, or a replay trace's `timeout`).
     Timeout,
+    #[serde(rename = "http_5xx")]
     Http5xx,
     Malformed,
     StreamCut,

@@ -343,7 +343,7 @@ fn rejects_duplicate_route_names() {
 }
 
 #[test]
-#[ignore = "BUG: 'duplicate route name' error does not say what was expected (SPEC §1)"]
+
 fn duplicate_route_name_error_says_what_was_expected() {
     assert_rejected_at(&duplicate_route_lines(), 13, "code", &["duplicate", "code"]);
 }
@@ -373,7 +373,7 @@ fn rejects_a_duplicate_machine_key() {
 }
 
 #[test]
-#[ignore = "BUG: duplicate-key error is serde-saphyr's 'set DuplicateKeyPolicy in Options', not what was expected (SPEC §1)"]
+
 fn duplicate_machine_key_error_says_what_was_expected() {
     let lines = duplicate_machine_lines();
     assert_rejected_at(&lines, 6, "gpu-box", &["gpu-box"]);
@@ -588,7 +588,7 @@ fn rejects_a_wrong_type() {
 }
 
 #[test]
-#[ignore = "BUG: a wrong-typed value gives serde-saphyr's bare 'invalid u32', not what was expected (SPEC §1)"]
+
 fn wrong_type_error_says_what_was_expected() {
     assert_rejected_at(&wrong_type_lines(), 6, "lots", &["max_concurrency"]);
 }

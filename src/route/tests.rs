@@ -109,6 +109,12 @@ fn keywords_match_whole_words_only() {
         assert_eq!(d.choice, Choice::Route(CHAT), "{text:?} hit {:?}", d.why);
         assert_eq!(d.why, Why::NoKeyword, "{text:?}");
     }
+    // A later whole-word occurrence still counts after an earlier one inside a word.
+    assert_eq!(
+        route_of(&reg, &router, "trusty rust").choice,
+        Choice::Route(CODE)
+    );
+    assert_eq!(route_of(&reg, &router, "bugs bug").why, keywords(&["bug"]));
     // Punctuation and line breaks are word edges.
     for text in [
         "(rust)",

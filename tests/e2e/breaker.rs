@@ -320,3 +320,29 @@ async fn manual_open_and_close() {
     let r = t.client.post(url("explode")).send().await.unwrap();
     assert_eq!(r.status(), 404);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_429_without_retry_after_is_a_failure_and_opens_with_the_longer_cooldown() {
+    let t = TestLab::start().await;
+    t.gpu.set(Fault::Status {
+        code: 429,
+        retry_after: None,
+    });
+    for _ in 0..2 {
+        let resp = t.chat("code", "hello").await;
+        assert_eq!(header(&resp, "x-labrouter-target"), "coder-cpu@ubuntu-box");
+    }
+    // Beyond the request's deadline (10m): counted, and it lengthens the cooldown.
+    t.gpu.set(Fault::Status {
+        code: 429,
+        retry_after: Some("3600".into()),
+    });
+    t.chat("code", "hello").await;
+    assert_eq!(t.state("gpu-box"), "open");
+    assert_eq!(
+        t.lab.machines.snapshot(0).breaker.cooldown,
+        Duration::from_secs(15 * 60),
+        "capped at max_cooldown"
+    );
+    assert_eq!(t.gpu.work_hits(), 3);
+}

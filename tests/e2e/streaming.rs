@@ -159,3 +159,17 @@ async fn a_client_that_goes_away_mid_stream_counts_as_neither() {
     assert_eq!(header(&resp, "x-labrouter-target"), "coder-gpu@gpu-box");
     assert_eq!(t.state("gpu-box"), "closed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_hung_before_its_first_chunk_falls_back() {
+    let t = TestLab::start().await;
+    t.gpu.set(Fault::StallAfter(0));
+    let resp = t.chat_stream("code", "hello").await;
+    assert_eq!(header(&resp, "x-labrouter-target"), "coder-cpu@ubuntu-box");
+    assert_eq!(
+        header(&resp, "x-labrouter-skipped"),
+        "coder-gpu@gpu-box=stream_hung"
+    );
+    assert!(body_text(resp).await.ends_with("data: [DONE]\n\n"));
+    assert_eq!(t.work(), (1, 1, 0));
+}
