@@ -17,9 +17,28 @@ pub struct Lab {
     /// Indexed like `registry.machines`; built once, so no request builds a client.
     pub upstreams: Vec<Arc<Upstream>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
-    pub api_keys: Vec<String>,
+    pub api_keys: ApiKeys,
     /// The memory of verdicts and the ledger; last, so it outlives the breakers it records.
     pub store: Option<Store>,
+}
+
+/// Client bearer tokens; their Debug output never shows them.
+pub struct ApiKeys(pub Vec<String>);
+
+impl std::fmt::Debug for ApiKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiKeys({} redacted)", self.0.len())
+    }
+}
+
+impl ApiKeys {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &String> {
+        self.0.iter()
+    }
 }
 
 /// The lab could not be started from this registry.
@@ -95,7 +114,7 @@ impl Lab {
             router: Router::new(&registry),
             machines: Machines::with_ledger(&registry, store.as_ref().map(Store::sender)),
             upstreams,
-            api_keys,
+            api_keys: ApiKeys(api_keys),
             registry,
             store,
         })

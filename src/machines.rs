@@ -171,10 +171,14 @@ impl Machines {
                 cell.local_rejections.fetch_add(1, Ordering::Relaxed);
                 Err(Rejected { skip, retry_after })
             }
-            Decision::Recorded | Decision::Stale => Err(Rejected {
-                skip: Skip::CircuitOpen,
-                retry_after: None,
-            }),
+            Decision::Recorded | Decision::Stale => {
+                // A Request is always answered Admit or Reject; never leak the slot anyway.
+                cell.inflight.fetch_sub(1, Ordering::AcqRel);
+                Err(Rejected {
+                    skip: Skip::CircuitOpen,
+                    retry_after: None,
+                })
+            }
         }
     }
 
