@@ -49,8 +49,9 @@ fn main() {
     let _ = flip(&bare); // warm up
     let without = flip(&bare);
 
-    let lab = Lab::open(registry(dir.path())).unwrap();
-    let store = lab.store.as_ref().unwrap();
+    let svc = labrouter::Service::remembering(registry(dir.path()), None).unwrap();
+    let lab = svc.lab();
+    let store = svc.store().unwrap();
     let db = store.path().to_path_buf();
     let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let wal = db.with_extension("db-wal");

@@ -38,6 +38,15 @@ pub enum Command {
         #[arg(default_value = "registry.yaml")]
         file: PathBuf,
     },
+    /// Print a running router's breakers as a table.
+    Status {
+        /// The router's base URL (bearer key, if needed, from LABROUTER_API_KEY).
+        #[arg(long, default_value = "http://127.0.0.1:8080", env = "LABROUTER_URL")]
+        url: String,
+        /// Print the raw /status JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the route and chain a prompt would take, and why.
     Route {
         /// The prompt text (the last user message).

@@ -15,13 +15,14 @@ use tokio::time::Instant;
 
 use crate::breaker::{Event, Phase};
 use crate::lab::Lab;
+use crate::service::Service;
 use crate::proxy::{self, client_error};
 use crate::registry::parse_duration;
 use crate::request::Parsed;
 use crate::upstream::Endpoint;
 
 /// The router of the whole service, for `serve` and for tests without a socket.
-pub fn app(lab: Arc<Lab>) -> Router {
+pub fn app(svc: Arc<Service>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
@@ -30,6 +31,7 @@ pub fn app(lab: Arc<Lab>) -> Router {
         .route("/status", get(status))
         .route("/status/events", get(events))
         .route("/admin/breakers/{machine}/{action}", post(admin_breaker))
+        .route("/admin/reload", post(admin_reload))
         .route("/healthz", get(|| async { "ok\n" }))
         .fallback(|| async {
             client_error(
@@ -39,12 +41,13 @@ pub fn app(lab: Arc<Lab>) -> Router {
                 "no such endpoint".into(),
             )
         })
-        .layer(middleware::from_fn_with_state(Arc::clone(&lab), auth))
-        .with_state(lab)
+        .layer(middleware::from_fn_with_state(Arc::clone(&svc), auth))
+        .with_state(svc)
 }
 
 /// With API keys set, everything but `/healthz` needs `Authorization: Bearer <key>`.
-async fn auth(State(lab): State<Arc<Lab>>, req: Request, next: Next) -> Response {
+async fn auth(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
+    let lab = svc.lab();
     if lab.api_keys.is_empty() || req.uri().path() == "/healthz" {
         return next.run(req).await;
     }
@@ -77,16 +80,16 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn chat(State(lab): State<Arc<Lab>>, req: Request) -> Response {
-    completion(lab, Endpoint::Chat, req).await
+async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Response {
+    completion(svc.lab(), Endpoint::Chat, req).await
 }
 
-async fn completions(State(lab): State<Arc<Lab>>, req: Request) -> Response {
-    completion(lab, Endpoint::Completions, req).await
+async fn completions(State(svc): State<Arc<Service>>, req: Request) -> Response {
+    completion(svc.lab(), Endpoint::Completions, req).await
 }
 
-async fn embeddings(State(lab): State<Arc<Lab>>, req: Request) -> Response {
-    completion(lab, Endpoint::Embeddings, req).await
+async fn embeddings(State(svc): State<Arc<Service>>, req: Request) -> Response {
+    completion(svc.lab(), Endpoint::Embeddings, req).await
 }
 
 fn bad_request(code: &str, message: String) -> Response {
@@ -156,7 +159,8 @@ async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Response
 }
 
 /// Logical models and routes, in OpenAI's list shape.
-async fn models(State(lab): State<Arc<Lab>>) -> Json<Value> {
+async fn models(State(svc): State<Arc<Service>>) -> Json<Value> {
+    let lab = svc.lab();
     let reg = &lab.registry;
     let mut data: Vec<Value> =
         vec![json!({"id": "auto", "object": "model", "owned_by": "labrouter", "kind": "route"})];
@@ -172,8 +176,10 @@ async fn models(State(lab): State<Arc<Lab>>) -> Json<Value> {
 }
 
 /// Breakers, counters and routes, read live.
-async fn status(State(lab): State<Arc<Lab>>) -> Json<Value> {
-    Json(status_json(&lab))
+async fn status(State(svc): State<Arc<Service>>) -> Json<Value> {
+    let mut v = status_json(&svc.lab());
+    v["host"] = crate::host::stats();
+    Json(v)
 }
 
 pub fn status_json(lab: &Lab) -> Value {
@@ -244,7 +250,7 @@ struct EventsQuery {
 
 /// The ledger, newest first, paginated with `before`.
 async fn events(
-    State(lab): State<Arc<Lab>>,
+    State(svc): State<Arc<Service>>,
     query: Result<axum::extract::Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let q = match query {
@@ -256,7 +262,7 @@ async fn events(
             )
         }
     };
-    let Some(store) = &lab.store else {
+    let Some(store) = svc.store() else {
         return client_error(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
@@ -315,11 +321,12 @@ fn parse_since(s: &str) -> Result<i64, String> {
 
 /// `POST /admin/breakers/{machine}/open|close|reset`, with optional `?by=` / JSON who/why.
 async fn admin_breaker(
-    State(lab): State<Arc<Lab>>,
+    State(svc): State<Arc<Service>>,
     Path((machine, action)): Path<(String, String)>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    let lab = svc.lab();
     let Some(i) = lab.registry.machine_index(&machine) else {
         let known: Vec<&str> = lab
             .registry
@@ -376,4 +383,25 @@ async fn admin_breaker(
         Json(json!({"machine": machine, "state": state.as_str()})),
     )
         .into_response()
+}
+
+/// `POST /admin/reload`: read registry.yaml again; 200 with what changed, or 422 with why
+/// not (the old registry keeps serving).
+async fn admin_reload(State(svc): State<Arc<Service>>) -> Response {
+    let outcome = tokio::task::spawn_blocking(move || svc.reload()).await;
+    match outcome {
+        Ok(Ok(report)) => Json(json!({"reloaded": report})).into_response(),
+        Ok(Err(e)) => client_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request_error",
+            "registry_rejected",
+            format!("registry not reloaded, the old one keeps serving: {e}"),
+        ),
+        Err(_) => client_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "reload_failed",
+            "the reload task failed".into(),
+        ),
+    }
 }

@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::machines::Machines;
+use crate::machines::{Hub, Machines};
 use crate::registry::Registry;
 use crate::route::Router;
-use crate::store::{Store, StoreError};
 use crate::upstream::Upstream;
 
 #[derive(Debug)]
@@ -18,8 +17,6 @@ pub struct Lab {
     pub upstreams: Vec<Arc<Upstream>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
     pub api_keys: ApiKeys,
-    /// The memory of verdicts and the ledger; last, so it outlives the breakers it records.
-    pub store: Option<Store>,
 }
 
 /// Client bearer tokens; their Debug output never shows them.
@@ -46,8 +43,6 @@ impl ApiKeys {
 pub enum LabError {
     #[error("server.listen is {listen}, which is not loopback, and no API keys are set: set server.api_keys_env to an environment variable holding comma-separated bearer tokens (and export it), or listen on 127.0.0.1")]
     OpenWithoutKeys { listen: std::net::SocketAddr },
-    #[error(transparent)]
-    Store(#[from] StoreError),
     #[error("machine '{machine}': cannot build its HTTP client: {source}")]
     Client {
         machine: String,
@@ -56,67 +51,40 @@ pub enum LabError {
 }
 
 impl Lab {
-    /// A lab that remembers: opens the store under `server.state_dir` and seeds every
-    /// machine's breaker from its stored verdict.
-    pub fn open(registry: Registry) -> Result<Lab, LabError> {
-        let (store, restored) = Store::open(&registry.server.state_dir)?;
-        let lab = Lab::build(registry, Some(store))?;
-        for (name, verdict) in &restored {
-            let targets: Vec<usize> = match name.as_str() {
-                // The whole file was unreadable: every machine fails closed.
-                "*" => (0..lab.registry.machines.len()).collect(),
-                _ => lab.registry.machine_index(name).into_iter().collect(),
-            };
-            for i in targets {
-                let max_age = lab.registry.machines[i].breaker.max_cooldown;
-                lab.machines.restore(i, verdict, max_age);
-            }
-        }
-        Ok(lab)
-    }
-
-    /// A lab without memory (tests, `labrouter demo`).
+    /// A lab on its own (tests, benchmarks): no store, no reloads.
     pub fn new(registry: Registry) -> Result<Lab, LabError> {
-        Lab::build(registry, None)
+        Lab::build(registry, Hub::new(None), None)
     }
 
-    fn build(registry: Registry, store: Option<Store>) -> Result<Lab, LabError> {
+    /// A lab whose breakers report to `hub`; with `old`, machines that still exist keep
+    /// their breakers (a reload).
+    pub fn build(registry: Registry, hub: Arc<Hub>, old: Option<&Lab>) -> Result<Lab, LabError> {
         let api_keys: Vec<String> = registry
             .server
             .api_keys_env
             .as_deref()
             .and_then(|var| std::env::var(var).ok())
-            .map(|v| {
-                v.split(',')
-                    .map(|k| k.trim().to_string())
-                    .filter(|k| !k.is_empty())
-                    .collect()
-            })
+            .map(|v| v.split(',').map(|k| k.trim().to_string()).filter(|k| !k.is_empty()).collect())
             .unwrap_or_default();
         if !registry.server.listen.ip().is_loopback() && api_keys.is_empty() {
-            return Err(LabError::OpenWithoutKeys {
-                listen: registry.server.listen,
-            });
+            return Err(LabError::OpenWithoutKeys { listen: registry.server.listen });
         }
         let upstreams = registry
             .machines
             .iter()
             .map(|m| {
-                Upstream::new(m)
-                    .map(Arc::new)
-                    .map_err(|source| LabError::Client {
-                        machine: m.name.clone(),
-                        source,
-                    })
+                Upstream::new(m).map(Arc::new).map_err(|source| LabError::Client {
+                    machine: m.name.clone(),
+                    source,
+                })
             })
             .collect::<Result<_, _>>()?;
         Ok(Lab {
             router: Router::new(&registry),
-            machines: Machines::with_ledger(&registry, store.as_ref().map(Store::sender)),
+            machines: Machines::with_hub(&registry, hub, old.map(|o| &o.machines)),
             upstreams,
             api_keys: ApiKeys(api_keys),
             registry,
-            store,
         })
     }
 }

@@ -8,13 +8,19 @@
 //! - [`machines`]: the live breakers, leases and counters around it.
 //! - [`upstream`]: one attempt at one machine: timeouts, liveness check, classification.
 //! - [`proxy`]: the chain walk and the error when nothing served.
+//! - [`health`]: active health checks for machines that set `health`.
+//! - [`host`]: the orchestrator's own health (sysinfo).
 //! - [`http`]: handlers, auth, body limits; [`app`] builds the router.
 //! - [`lab`]: everything one loaded registry needs at run time.
+//! - [`service`]: the current lab behind an atomic swap; reloads.
 //! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
 //! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
+//! - [`watch`]: reload when registry.yaml changes; [`sdnotify`]: systemd readiness.
 //! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.
 
 pub mod breaker;
+pub mod host;
+pub mod health;
 pub mod http;
 pub mod lab;
 pub mod machines;
@@ -23,23 +29,47 @@ pub mod registry;
 pub mod replay;
 pub mod request;
 pub mod route;
+pub mod sdnotify;
+pub mod service;
 pub mod sim;
 pub mod store;
 pub mod upstream;
+pub mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use http::app;
 pub use lab::Lab;
+pub use service::Service;
 
-/// Serves `lab` on `listener` until `shutdown` resolves, then lets in-flight requests end.
+/// Serves on `listener` until `shutdown` resolves; then stops accepting and lets requests
+/// in flight finish, for at most `grace` (SPEC §8).
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    lab: Arc<Lab>,
+    service: Arc<Service>,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(lab))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let (stopping, mut stopped) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app(service)).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    });
+    let bound = async move {
+        while !*stopped.borrow_and_update() {
+            if stopped.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        served = server => served,
+        () = bound => {
+            tracing::warn!(grace_s = grace.as_secs(), "requests still in flight after the shutdown grace: cutting them");
+            Ok(())
+        }
+    }
 }

@@ -70,17 +70,47 @@ pub struct Snapshot {
 #[derive(Debug)]
 pub struct Machines {
     cells: Vec<Arc<Cell>>,
-    shared: Arc<Shared>,
+    hub: Arc<Hub>,
 }
 
+/// What outlives a registry reload: where transitions go and who is woken by them.
 #[derive(Debug)]
-struct Shared {
+pub struct Hub {
     /// Woken on every change that may let a waiting request in (`x-labrouter-wait`).
     changed: Notify,
     transitions: broadcast::Sender<Transitioned>,
     /// The store's writer, when the lab remembers (SPEC §3.6).
     ledger: Option<std::sync::mpsc::Sender<Msg>>,
-    registry_version: String,
+    /// The registry version recorded with each transition; replaced on reload.
+    registry_version: Mutex<String>,
+}
+
+impl Hub {
+    pub fn new(ledger: Option<std::sync::mpsc::Sender<Msg>>) -> Arc<Hub> {
+        let (transitions, _) = broadcast::channel(1024);
+        Arc::new(Hub {
+            changed: Notify::new(),
+            transitions,
+            ledger,
+            registry_version: Mutex::new(String::new()),
+        })
+    }
+
+    /// Every transition from now on, for alerts and the demo's narration.
+    pub fn subscribe(&self) -> broadcast::Receiver<Transitioned> {
+        self.transitions.subscribe()
+    }
+
+    /// Queues a ledger message (registry reloads); nothing happens without a store.
+    pub fn ledger(&self, msg: Msg) {
+        if let Some(l) = &self.ledger {
+            let _ = l.send(msg);
+        }
+    }
+
+    fn version(&self) -> String {
+        self.registry_version.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// Why a call was not admitted, and when the machine may admit again.
@@ -90,48 +120,65 @@ pub struct Rejected {
     pub retry_after: Option<Duration>,
 }
 
+fn new_cell(m: &crate::registry::Machine) -> Cell {
+    Cell {
+        name: m.name.clone(),
+        policy: m.breaker.clone(),
+        max_concurrency: m.max_concurrency,
+        breaker: Mutex::new(Breaker::new(&m.breaker)),
+        inflight: AtomicU32::new(0),
+        remote_attempts: AtomicU64::new(0),
+        local_rejections: AtomicU64::new(0),
+    }
+}
+
 impl Machines {
+    /// Breakers for a registry, alone (tests, benchmarks).
     pub fn new(reg: &Registry) -> Machines {
-        Machines::with_ledger(reg, None)
+        Machines::with_hub(reg, Hub::new(None), None)
     }
 
-    /// Breakers whose transitions are also written to the store.
-    pub fn with_ledger(reg: &Registry, ledger: Option<std::sync::mpsc::Sender<Msg>>) -> Machines {
-        let (transitions, _) = broadcast::channel(1024);
+    /// Breakers for `reg` reporting to `hub`. With `old` (a reload), a machine that still
+    /// exists keeps its breaker and counters; removed ones go; new ones start closed.
+    pub fn with_hub(reg: &Registry, hub: Arc<Hub>, old: Option<&Machines>) -> Machines {
+        *hub.registry_version.lock().unwrap_or_else(|e| e.into_inner()) = reg.version.clone();
         let cells = reg
             .machines
             .iter()
             .map(|m| {
-                Arc::new(Cell {
-                    name: m.name.clone(),
-                    policy: m.breaker.clone(),
-                    max_concurrency: m.max_concurrency,
-                    breaker: Mutex::new(Breaker::new(&m.breaker)),
-                    inflight: AtomicU32::new(0),
-                    remote_attempts: AtomicU64::new(0),
-                    local_rejections: AtomicU64::new(0),
-                })
+                let Some(prev) = old.and_then(|o| o.cells.iter().find(|c| c.name == m.name)) else {
+                    return Arc::new(new_cell(m));
+                };
+                if prev.policy == m.breaker && prev.max_concurrency == m.max_concurrency {
+                    // The same cell: leases in flight report to the breaker that serves on.
+                    return Arc::clone(prev);
+                }
+                let cell = new_cell(m);
+                *lock(&cell.breaker) = lock(&prev.breaker).clone();
+                cell.remote_attempts.store(prev.remote_attempts.load(Ordering::Relaxed), Ordering::Relaxed);
+                cell.local_rejections.store(prev.local_rejections.load(Ordering::Relaxed), Ordering::Relaxed);
+                Arc::new(cell)
             })
             .collect();
-        Machines {
-            cells,
-            shared: Arc::new(Shared {
-                changed: Notify::new(),
-                transitions,
-                ledger,
-                registry_version: reg.version.clone(),
-            }),
+        let machines = Machines { cells, hub };
+        // 401/403 pauses a machine "until config reload or manual reset" (SPEC §3.2).
+        if old.is_some() {
+            for i in 0..machines.cells.len() {
+                if machines.phase(i) == Phase::AuthFailed {
+                    machines.step(i, Event::Reset("registry reloaded".into()));
+                }
+            }
         }
+        machines
     }
 
-    /// Every transition from now on, for the ledger and alerts.
-    pub fn subscribe(&self) -> broadcast::Receiver<Transitioned> {
-        self.shared.transitions.subscribe()
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
     }
 
     /// Resolves when some breaker changed or a lease ended (enable it before looking).
     pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.shared.changed.notified()
+        self.hub.changed.notified()
     }
 
     pub fn len(&self) -> usize {
@@ -161,7 +208,7 @@ impl Machines {
                 cell.remote_attempts.fetch_add(1, Ordering::Relaxed);
                 Ok(Lease {
                     cell: Arc::clone(cell),
-                    shared: Arc::clone(&self.shared),
+                    hub: Arc::clone(&self.hub),
                     ticket,
                     done: false,
                 })
@@ -184,7 +231,7 @@ impl Machines {
 
     /// Applies one event to machine `i` (manual control, health checks).
     pub fn step(&self, i: usize, event: Event) -> Decision {
-        step_cell(&self.cells[i], &self.shared, event)
+        step_cell(&self.cells[i], &self.hub, event)
     }
 
     pub fn snapshot(&self, i: usize) -> Snapshot {
@@ -240,7 +287,7 @@ impl Machines {
                         remote_attempted: false,
                     }
                 };
-                announce(cell, &self.shared, transition, now);
+                announce(cell, &self.hub, transition, now);
             }
         }
     }
@@ -256,7 +303,7 @@ fn lock(m: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn step_cell(cell: &Cell, shared: &Shared, event: Event) -> Decision {
+fn step_cell(cell: &Cell, hub: &Hub, event: Event) -> Decision {
     let now = Instant::now();
     let output = {
         let mut guard = lock(&cell.breaker);
@@ -266,12 +313,12 @@ fn step_cell(cell: &Cell, shared: &Shared, event: Event) -> Decision {
         output
     };
     if let Some(t) = output.transition {
-        announce(cell, shared, t, now);
+        announce(cell, hub, t, now);
     }
     output.decision
 }
 
-fn announce(cell: &Cell, shared: &Shared, transition: Transition, now: Instant) {
+fn announce(cell: &Cell, hub: &Hub, transition: Transition, now: Instant) {
     let wall = SystemTime::now();
     let verdict = Verdict::of(&lock(&cell.breaker), now, wall);
     let cooldown_until = transition
@@ -292,25 +339,25 @@ fn announce(cell: &Cell, shared: &Shared, transition: Transition, now: Instant) 
         transition,
         at: wall,
         cooldown_until,
-        registry_version: shared.registry_version.clone(),
+        registry_version: hub.version(),
         verdict,
         remote_attempts: cell.remote_attempts.load(Ordering::Relaxed),
         local_rejections: cell.local_rejections.load(Ordering::Relaxed),
     };
-    if let Some(ledger) = &shared.ledger {
+    if let Some(ledger) = &hub.ledger {
         // The writer thread is gone only at shutdown; the transition is still logged above.
         let _ = ledger.send(Msg::Transition(Box::new(record.clone())));
     }
     // No subscriber is fine too.
-    let _ = shared.transitions.send(record);
-    shared.changed.notify_waiters();
+    let _ = hub.transitions.send(record);
+    hub.changed.notify_waiters();
 }
 
 /// An admitted call to one machine: a concurrency slot plus the breaker's ticket.
 #[derive(Debug)]
 pub struct Lease {
     cell: Arc<Cell>,
-    shared: Arc<Shared>,
+    hub: Arc<Hub>,
     ticket: Ticket,
     done: bool,
 }
@@ -331,16 +378,16 @@ impl Lease {
             Outcome::AuthFailed(why) => Event::AuthFailed(t, why),
             Outcome::Neutral => Event::Cancel(t),
         };
-        step_cell(&self.cell, &self.shared, event)
+        step_cell(&self.cell, &self.hub, event)
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         if !self.done {
-            step_cell(&self.cell, &self.shared, Event::Cancel(self.ticket));
+            step_cell(&self.cell, &self.hub, Event::Cancel(self.ticket));
         }
         self.cell.inflight.fetch_sub(1, Ordering::AcqRel);
-        self.shared.changed.notify_waiters();
+        self.hub.changed.notify_waiters();
     }
 }

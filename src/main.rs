@@ -6,9 +6,10 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use clap::Parser;
 use labrouter::registry::Registry;
-use labrouter::Lab;
+use labrouter::Service;
 
 mod cli;
+mod status;
 
 use cli::{Cli, Command, LogFormat};
 
@@ -46,27 +47,8 @@ fn init_tracing(format: LogFormat) {
 #[allow(clippy::print_stdout)] // the CLI's printing
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve { config } => {
-            let registry = Registry::load(&config)?;
-            let lab = Arc::new(Lab::open(registry)?);
-            let listen = lab.registry.server.listen;
-            let listener = tokio::net::TcpListener::bind(listen)
-                .await
-                .with_context(|| format!("cannot listen on {listen}"))?;
-            tracing::info!(
-                %listen,
-                machines = lab.registry.machines.len(),
-                routes = lab.registry.routes.len(),
-                config = %config.display(),
-                "labrouter serving"
-            );
-            labrouter::serve(listener, Arc::clone(&lab), shutdown_signal()).await?;
-            if let Some(store) = &lab.store {
-                store.flush(std::time::Duration::from_secs(5));
-            }
-            tracing::info!("labrouter stopped");
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Serve { config } => serve(&config).await,
+        Command::Status { url, json } => status::print(&url, json).await,
         Command::Check { file } => match Registry::load(&file) {
             Ok(reg) => {
                 println!(
@@ -129,6 +111,61 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             sim.shutdown();
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// `labrouter serve`: the service with memory, reloads, health checks and a bounded drain.
+async fn serve(config: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let svc = Arc::new(Service::open(config)?);
+    let (listen, grace) = {
+        let lab = svc.lab();
+        (lab.registry.server.listen, lab.registry.server.shutdown_grace)
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    {
+        let lab = svc.lab();
+        tracing::info!(
+            %listen,
+            machines = lab.registry.machines.len(),
+            routes = lab.registry.routes.len(),
+            config = %config.display(),
+            "labrouter serving"
+        );
+    }
+    tokio::spawn(labrouter::health::run(Arc::clone(&svc)));
+    #[cfg(unix)]
+    tokio::spawn(reload_on_sighup(Arc::clone(&svc)));
+    // Kept alive for as long as we serve; a failure to watch is not fatal (SIGHUP works).
+    let _watcher = labrouter::watch::spawn(Arc::clone(&svc), config)
+        .map_err(|e| tracing::warn!(error = %e, "not watching the registry file; reload with SIGHUP"))
+        .ok();
+    labrouter::sdnotify::notify("READY=1");
+    let stopping = async {
+        shutdown_signal().await;
+        labrouter::sdnotify::notify("STOPPING=1");
+        tracing::info!("shutting down: no new connections; letting requests in flight finish");
+    };
+    labrouter::serve(listener, Arc::clone(&svc), stopping, grace).await?;
+    if let Some(store) = svc.store() {
+        store.flush(std::time::Duration::from_secs(5));
+    }
+    tracing::info!("labrouter stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(unix)]
+async fn reload_on_sighup(svc: Arc<Service>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading the registry");
+        let svc = Arc::clone(&svc);
+        // Errors are logged and ledgered by reload.
+        let _ = tokio::task::spawn_blocking(move || svc.reload()).await;
     }
 }
 

@@ -74,6 +74,8 @@ pub struct Server {
     pub api_keys_env: Option<String>,
     pub state_dir: PathBuf,
     pub max_body: usize,
+    /// How long SIGTERM lets requests in flight finish.
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -419,6 +421,7 @@ fn validate_server(raw: &raw::RawServer) -> Result<Server, Invalid> {
         api_keys_env: raw.api_keys_env.clone(),
         state_dir: PathBuf::from(raw.state_dir.as_deref().unwrap_or("./state")),
         max_body,
+        shutdown_grace: duration(&raw.shutdown_grace, Duration::from_secs(30), "server.shutdown_grace")?,
     })
 }
 

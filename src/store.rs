@@ -80,6 +80,13 @@ pub struct Store {
 #[derive(Debug)]
 pub enum Msg {
     Transition(Box<Transitioned>),
+    /// A registry reload, applied or rejected: a ledger row for machine `(registry)`.
+    Registry {
+        at: SystemTime,
+        from: String,
+        to: String,
+        reason: String,
+    },
     /// Answer on this channel once everything sent before is on disk.
     Flush(mpsc::Sender<()>),
     Stop,
@@ -238,14 +245,14 @@ impl Drop for Store {
 }
 
 fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &Path) {
-    let mut batch: Vec<Transitioned> = Vec::new();
+    let mut batch: Vec<Msg> = Vec::new();
     let mut acks: Vec<mpsc::Sender<()>> = Vec::new();
     while let Ok(first) = rx.recv() {
         let mut stop = false;
         // Whatever queued up meanwhile goes into the same transaction.
         for msg in std::iter::once(first).chain(rx.try_iter()) {
             match msg {
-                Msg::Transition(t) => batch.push(*t),
+                Msg::Transition(_) | Msg::Registry { .. } => batch.push(msg),
                 Msg::Flush(ack) => acks.push(ack),
                 Msg::Stop => stop = true,
             }
@@ -265,9 +272,25 @@ fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &Path) {
     }
 }
 
-fn write_batch(conn: &mut Connection, batch: &[Transitioned]) -> rusqlite::Result<()> {
+/// The machine name of registry rows in the ledger.
+pub const REGISTRY_ROW: &str = "(registry)";
+
+fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
-    for t in batch {
+    for msg in batch {
+        let t = match msg {
+            Msg::Transition(t) => t,
+            Msg::Registry { at, from, to, reason } => {
+                tx.execute(
+                    "INSERT INTO ledger (at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
+                                         remote_attempted, registry_version, remote_attempts, local_rejections)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 0, NULL, 0, ?6, 0, 0)",
+                    params![ms(*at), REGISTRY_ROW, from, to, reason, to],
+                )?;
+                continue;
+            }
+            Msg::Flush(_) | Msg::Stop => continue,
+        };
         let tr = &t.transition;
         tx.execute(
             "INSERT INTO ledger (at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,

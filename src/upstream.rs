@@ -404,6 +404,17 @@ impl Upstream {
         )
     }
 
+    /// An active health check: `GET {url}{health.path}` must answer 2xx within `first_byte`.
+    pub async fn health(&self) -> Result<(), String> {
+        let check = self.client.get(&self.liveness_url).send();
+        match tokio::time::timeout(self.timeouts.first_byte, check).await {
+            Ok(Ok(resp)) if resp.status().is_success() => Ok(()),
+            Ok(Ok(resp)) => Err(format!("HTTP {}", resp.status().as_u16())),
+            Ok(Err(e)) => Err(classify::send_error(&e, self.timeouts.connect).detail),
+            Err(_) => Err(format!("no answer within {}", words(self.timeouts.first_byte))),
+        }
+    }
+
     async fn next_chunk(
         &self,
         rest: &mut BoxStream<'static, reqwest::Result<Bytes>>,

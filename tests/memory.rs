@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use labrouter::registry::Registry;
 use labrouter::sim::{Fault, Sim};
-use labrouter::Lab;
+use labrouter::Service;
 use serde_json::Value;
 use support::header;
 
@@ -43,7 +43,7 @@ impl Machines {
 
 /// A router with memory, served until the returned sender fires.
 struct Router {
-    lab: Arc<Lab>,
+    svc: Arc<Service>,
     base: String,
     stop: tokio::sync::oneshot::Sender<()>,
     served: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -51,19 +51,15 @@ struct Router {
 
 impl Router {
     async fn start(yaml: &str) -> Router {
-        let lab = Arc::new(Lab::open(Registry::parse(yaml, "test.yaml").unwrap()).unwrap());
+        let svc = Arc::new(Service::remembering(Registry::parse(yaml, "test.yaml").unwrap(), None).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(labrouter::serve(listener, Arc::clone(&lab), async {
+        let shutdown = async {
             let _ = stopped.await;
-        }));
-        Router {
-            lab,
-            base,
-            stop,
-            served,
-        }
+        };
+        let served = tokio::spawn(labrouter::serve(listener, Arc::clone(&svc), shutdown, Duration::from_secs(30)));
+        Router { svc, base, stop, served }
     }
 
     async fn chat(&self, model: &str) -> reqwest::Response {
@@ -88,17 +84,13 @@ impl Router {
     async fn stop(self) {
         let _ = self.stop.send(());
         self.served.await.unwrap().unwrap();
-        assert!(self
-            .lab
-            .store
-            .as_ref()
-            .unwrap()
-            .flush(Duration::from_secs(5)));
+        assert!(self.svc.store().unwrap().flush(Duration::from_secs(5)));
     }
 
     fn state(&self, machine: &str) -> String {
-        let i = self.lab.registry.machine_index(machine).unwrap();
-        self.lab.machines.phase(i).as_str().to_string()
+        let lab = self.svc.lab();
+        let i = lab.registry.machine_index(machine).unwrap();
+        lab.machines.phase(i).as_str().to_string()
     }
 }
 
@@ -157,7 +149,7 @@ async fn the_ledger_records_open_half_open_closed_with_counts_that_match_the_wir
     tokio::time::sleep(Duration::from_secs(60)).await;
     m.gpu.set(Fault::Ok);
     r.chat("code").await;
-    assert!(r.lab.store.as_ref().unwrap().flush(Duration::from_secs(5)));
+    assert!(r.svc.store().unwrap().flush(Duration::from_secs(5)));
     let v = r.events("machine=gpu-box").await;
     let events = v["events"].as_array().unwrap();
     let steps: Vec<(String, String)> = events
@@ -252,7 +244,7 @@ async fn a_corrupt_row_fails_closed_and_is_ledgered() {
         "coder-gpu@gpu-box=circuit_open"
     );
     assert_eq!(m.gpu.work_hits(), 0);
-    assert!(r.lab.store.as_ref().unwrap().flush(Duration::from_secs(5)));
+    assert!(r.svc.store().unwrap().flush(Duration::from_secs(5)));
     let v = r.events("machine=gpu-box").await;
     assert_eq!(v["events"][0]["reason"], "state_unreadable");
     r.stop().await;

@@ -29,6 +29,7 @@ pub struct RawServer {
     pub api_keys_env: Option<String>,
     pub state_dir: Option<String>,
     pub max_body: Option<S<String>>,
+    pub shutdown_grace: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

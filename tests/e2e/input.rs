@@ -209,7 +209,7 @@ async fn open_listen_without_keys_is_refused_and_keys_are_enforced() {
         "listen: 0.0.0.0:8080\n  api_keys_env: LABROUTER_TEST_KEYS_UNSET",
     );
     let reg = labrouter::registry::Registry::parse(&yaml, "test.yaml").unwrap();
-    let err = labrouter::Lab::new(reg).unwrap_err().to_string();
+    let err = labrouter::Service::in_memory(reg, None).unwrap_err().to_string();
     assert!(
         err.contains("not loopback") && err.contains("api_keys_env"),
         "{err}"
@@ -222,10 +222,8 @@ async fn open_listen_without_keys_is_refused_and_keys_are_enforced() {
         "listen: 127.0.0.1:0\n  api_keys_env: LABROUTER_TEST_KEYS_SET",
     );
     let reg = labrouter::registry::Registry::parse(&yaml, "test.yaml").unwrap();
-    let lab = std::sync::Arc::new(labrouter::Lab::new(reg).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(labrouter::serve(listener, lab, std::future::pending()));
+    let svc = std::sync::Arc::new(labrouter::Service::in_memory(reg, None).unwrap());
+    let (base, _) = crate::support::serve(svc).await;
     let client = reqwest::Client::new();
     let body = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
     let url = format!("{base}/v1/chat/completions");

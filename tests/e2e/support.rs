@@ -7,13 +7,15 @@ use std::sync::Arc;
 
 use labrouter::registry::Registry;
 use labrouter::sim::Sim;
-use labrouter::Lab;
+use labrouter::{Lab, Service};
 use serde_json::{json, Value};
 
 pub struct TestLab {
     pub gpu: Sim,
     pub cpu: Sim,
     pub local: Sim,
+    pub svc: Arc<Service>,
+    /// The lab the service started with (tests that reload read `svc.lab()`).
     pub lab: Arc<Lab>,
     pub base: String,
     pub client: reqwest::Client,
@@ -67,25 +69,10 @@ impl TestLab {
         let local = Sim::start("local").await.expect("sim");
         let yaml = registry_yaml(&gpu, &cpu, &local, defaults_extra);
         let registry = Registry::parse(&yaml, "test.yaml").expect("valid registry");
-        let lab = Arc::new(Lab::new(registry).expect("lab"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(labrouter::serve(
-            listener,
-            Arc::clone(&lab),
-            std::future::pending(),
-        ));
+        let svc = Arc::new(Service::in_memory(registry, None).expect("service"));
+        let (base, lab) = serve(Arc::clone(&svc)).await;
         let client = reqwest::Client::builder().build().expect("client");
-        TestLab {
-            gpu,
-            cpu,
-            local,
-            lab,
-            base,
-            client,
-        }
+        TestLab { gpu, cpu, local, svc, lab, base, client }
     }
 
     /// POSTs a chat completion with `model` and a last user message `text`.
@@ -144,4 +131,13 @@ pub async fn content(resp: reqwest::Response) -> String {
         .as_str()
         .unwrap_or("")
         .to_string()
+}
+
+/// Serves `svc` on a loopback port for the rest of the test; returns its base URL.
+pub async fn serve(svc: Arc<Service>) -> (String, Arc<Lab>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let lab = svc.lab();
+    tokio::spawn(labrouter::serve(listener, svc, std::future::pending(), std::time::Duration::from_secs(30)));
+    (base, lab)
 }

@@ -1,0 +1,175 @@
+//! The running service: the current [`Lab`] behind an atomic swap, the store that outlives
+//! reloads, and reloading itself (SPEC §8).
+//!
+//! A request loads the current lab once and keeps it to its end, so a reload never changes
+//! a registry under a request. A reload validates the new file completely before the swap;
+//! an invalid file is rejected, logged and ledgered, and the old registry keeps serving.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+
+use crate::lab::{Lab, LabError};
+use crate::machines::Hub;
+use crate::registry::{Registry, RegistryError};
+use crate::store::{Msg, Store, StoreError};
+
+/// Why the service could not start, or a reload was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Lab(#[from] LabError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("this router was started without a registry file, so there is nothing to reload")]
+    NoConfig,
+}
+
+/// What a reload did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Reloaded {
+    pub from_version: String,
+    pub to_version: String,
+    pub machines: Vec<String>,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct Service {
+    lab: ArcSwap<Lab>,
+    hub: Arc<Hub>,
+    /// The registry file reloads read again.
+    config: Option<PathBuf>,
+    /// One reload at a time: two racing reloads could otherwise carry stale breakers over.
+    reloading: Mutex<()>,
+    /// Last, so it outlives the breakers that write to it.
+    store: Option<Store>,
+}
+
+impl Service {
+    /// The real thing: registry from `config`, memory under its `state_dir`, breakers
+    /// seeded from the stored verdicts.
+    pub fn open(config: &Path) -> Result<Service, ServiceError> {
+        let registry = Registry::load(config)?;
+        Service::remembering(registry, Some(config.to_path_buf()))
+    }
+
+    /// A service with memory for an already parsed registry (tests).
+    pub fn remembering(registry: Registry, config: Option<PathBuf>) -> Result<Service, ServiceError> {
+        let (store, restored) = Store::open(&registry.server.state_dir)?;
+        let hub = Hub::new(Some(store.sender()));
+        let lab = Lab::build(registry, Arc::clone(&hub), None)?;
+        for (name, verdict) in &restored {
+            let targets: Vec<usize> = match name.as_str() {
+                // The whole file was unreadable: every machine fails closed.
+                "*" => (0..lab.registry.machines.len()).collect(),
+                _ => lab.registry.machine_index(name).into_iter().collect(),
+            };
+            for i in targets {
+                let max_age = lab.registry.machines[i].breaker.max_cooldown;
+                lab.machines.restore(i, verdict, max_age);
+            }
+        }
+        Ok(Service {
+            lab: ArcSwap::from_pointee(lab),
+            hub,
+            config,
+            reloading: Mutex::new(()),
+            store: Some(store),
+        })
+    }
+
+    /// A service without memory (tests, the demo).
+    pub fn in_memory(registry: Registry, config: Option<PathBuf>) -> Result<Service, ServiceError> {
+        let hub = Hub::new(None);
+        let lab = Lab::build(registry, Arc::clone(&hub), None)?;
+        Ok(Service {
+            lab: ArcSwap::from_pointee(lab),
+            hub,
+            config,
+            reloading: Mutex::new(()),
+            store: None,
+        })
+    }
+
+    /// The lab serving now. Hold it for a whole request.
+    pub fn lab(&self) -> Arc<Lab> {
+        self.lab.load_full()
+    }
+
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
+    pub fn config(&self) -> Option<&Path> {
+        self.config.as_deref()
+    }
+
+    /// Reads the registry file again and swaps it in if valid.
+    pub fn reload(&self) -> Result<Reloaded, ServiceError> {
+        let config = self.config.as_deref().ok_or(ServiceError::NoConfig)?;
+        let registry = Registry::load(config);
+        self.swap(registry)
+    }
+
+    /// Swaps in `registry` (already read) if it is valid; logs and ledgers either way.
+    pub fn swap(&self, registry: Result<Registry, RegistryError>) -> Result<Reloaded, ServiceError> {
+        let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.lab.load_full();
+        let built = registry
+            .map_err(ServiceError::from)
+            .and_then(|reg| Lab::build(reg, Arc::clone(&self.hub), Some(&old)).map_err(ServiceError::from));
+        let lab = match built {
+            Ok(lab) => lab,
+            Err(e) => {
+                tracing::error!(error = %e, "registry reload rejected; the old registry keeps serving");
+                self.ledger(&old.registry.version, "rejected", &e.to_string());
+                return Err(e);
+            }
+        };
+        if lab.registry.server.listen != old.registry.server.listen {
+            tracing::warn!(
+                old = %old.registry.server.listen,
+                new = %lab.registry.server.listen,
+                "server.listen changed: it takes effect at the next restart"
+            );
+        }
+        let names = |l: &Lab| l.registry.machines.iter().map(|m| m.name.clone()).collect::<Vec<_>>();
+        let (before, after) = (names(&old), names(&lab));
+        let report = Reloaded {
+            from_version: old.registry.version.clone(),
+            to_version: lab.registry.version.clone(),
+            added: after.iter().filter(|m| !before.contains(m)).cloned().collect(),
+            removed: before.iter().filter(|m| !after.contains(m)).cloned().collect(),
+            machines: after,
+        };
+        self.lab.store(Arc::new(lab));
+        tracing::info!(
+            from = %report.from_version,
+            to = %report.to_version,
+            added = ?report.added,
+            removed = ?report.removed,
+            "registry reloaded"
+        );
+        self.ledger(&report.from_version, &report.to_version, "registry reloaded");
+        Ok(report)
+    }
+
+    fn ledger(&self, from: &str, to: &str, reason: &str) {
+        self.hub.ledger(Msg::Registry {
+            at: SystemTime::now(),
+            from: from.to_string(),
+            to: to.to_string(),
+            reason: reason.to_string(),
+        });
+    }
+}
