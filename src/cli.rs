@@ -73,4 +73,13 @@ pub enum Command {
         #[arg(long, default_value = "sim")]
         name: String,
     },
+    /// Run a simulated lab on loopback with a scripted outage, narrated as it happens.
+    Demo {
+        /// Play the story this many times faster (timeouts and cooldowns too): 0.25 to 4.
+        #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+        speed: f64,
+        /// No live progress line (it is drawn only when stdout is a terminal anyway).
+        #[arg(long)]
+        no_progress: bool,
+    },
 }

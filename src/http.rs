@@ -23,6 +23,7 @@ use crate::upstream::Endpoint;
 
 /// The router of the whole service, for `serve` and for tests without a socket.
 pub fn app(svc: Arc<Service>) -> Router {
+    crate::telemetry::install();
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
@@ -33,6 +34,8 @@ pub fn app(svc: Arc<Service>) -> Router {
         .route("/admin/breakers/{machine}/{action}", post(admin_breaker))
         .route("/admin/reload", post(admin_reload))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/", get(dashboard))
+        .route("/metrics", get(prometheus))
         .fallback(|| async {
             client_error(
                 StatusCode::NOT_FOUND,
@@ -48,7 +51,10 @@ pub fn app(svc: Arc<Service>) -> Router {
 /// With API keys set, everything but `/healthz` needs `Authorization: Bearer <key>`.
 async fn auth(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
     let lab = svc.lab();
-    if lab.api_keys.is_empty() || req.uri().path() == "/healthz" {
+    // The dashboard page holds no data (it fetches /status with the key it asks for), and
+    // a browser cannot send a bearer header when it first opens it.
+    let open = matches!(req.uri().path(), "/healthz" | "/");
+    if lab.api_keys.is_empty() || open {
         return next.run(req).await;
     }
     let token = req
@@ -180,6 +186,20 @@ async fn status(State(svc): State<Arc<Service>>) -> Json<Value> {
     let mut v = status_json(&svc.lab());
     v["host"] = crate::host::stats();
     Json(v)
+}
+
+/// `GET /`: the dashboard, one self-contained page.
+async fn dashboard() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
+        include_str!("dashboard.html"),
+    )
+        .into_response()
+}
+
+/// `GET /metrics`: Prometheus text.
+async fn prometheus() -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::telemetry::render()).into_response()
 }
 
 pub fn status_json(lab: &Lab) -> Value {

@@ -15,10 +15,15 @@
 //! - [`service`]: the current lab behind an atomic swap; reloads.
 //! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
 //! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
+//! - [`telegram`]: breaker alerts and the daily digest over Telegram, queued off the request path.
 //! - [`watch`]: reload when registry.yaml changes; [`sdnotify`]: systemd readiness.
+//! - [`status`]: `labrouter status`, a running router's breakers as a table.
+//! - [`telemetry`]: Prometheus metrics.
 //! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.
+//! - [`demo`]: `labrouter demo`, a simulated lab with a scripted outage, narrated.
 
 pub mod breaker;
+pub mod demo;
 pub mod host;
 pub mod health;
 pub mod http;
@@ -32,7 +37,10 @@ pub mod route;
 pub mod sdnotify;
 pub mod service;
 pub mod sim;
+pub mod status;
 pub mod store;
+pub mod telegram;
+pub mod telemetry;
 pub mod upstream;
 pub mod watch;
 

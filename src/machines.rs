@@ -161,6 +161,11 @@ impl Machines {
             })
             .collect();
         let machines = Machines { cells, hub };
+        for cell in &machines.cells {
+            let phase = lock(&cell.breaker).phase;
+            metrics::gauge!("labrouter_breaker_state", "machine" => cell.name.clone())
+                .set(crate::telemetry::phase_value(phase));
+        }
         // 401/403 pauses a machine "until config reload or manual reset" (SPEC §3.2).
         if old.is_some() {
             for i in 0..machines.cells.len() {
@@ -334,6 +339,11 @@ fn announce(cell: &Cell, hub: &Hub, transition: Transition, now: Instant) {
         transition.from,
         transition.to,
     );
+    metrics::counter!("labrouter_breaker_transitions_total",
+        "machine" => cell.name.clone(), "from" => transition.from.as_str(), "to" => transition.to.as_str())
+    .increment(1);
+    metrics::gauge!("labrouter_breaker_state", "machine" => cell.name.clone())
+        .set(crate::telemetry::phase_value(transition.to));
     let record = Transitioned {
         machine: cell.name.clone(),
         transition,

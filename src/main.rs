@@ -9,13 +9,14 @@ use labrouter::registry::Registry;
 use labrouter::Service;
 
 mod cli;
-mod status;
 
 use cli::{Cli, Command, LogFormat};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format);
+    // The demo narrates what the logs would say; RUST_LOG still turns them on.
+    let quiet = matches!(cli.command, Command::Demo { .. });
+    init_tracing(cli.log_format, if quiet { "error" } else { "info" });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -32,9 +33,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat, default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -48,7 +49,7 @@ fn init_tracing(format: LogFormat) {
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { config } => serve(&config).await,
-        Command::Status { url, json } => status::print(&url, json).await,
+        Command::Status { url, json } => labrouter::status::print(&url, json).await,
         Command::Check { file } => match Registry::load(&file) {
             Ok(reg) => {
                 println!(
@@ -110,6 +111,19 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             shutdown_signal().await;
             sim.shutdown();
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo { speed, no_progress } => {
+            use std::io::IsTerminal;
+            let mut out = std::io::stdout();
+            let opts = labrouter::demo::Options {
+                speed,
+                progress: !no_progress && out.is_terminal(),
+            };
+            let summary = labrouter::demo::run(&opts, &mut out).await?;
+            Ok(match summary.failed {
+                0 => ExitCode::SUCCESS,
+                _ => ExitCode::FAILURE,
+            })
         }
     }
 }

@@ -80,6 +80,9 @@ pub async fn forward(
             let lease = match lab.machines.admit(machine) {
                 Ok(lease) => lease,
                 Err(rej) => {
+                    metrics::counter!("labrouter_local_rejections_total",
+                        "machine" => reg.machines[machine].name.clone(), "reason" => rej.skip.as_str())
+                    .increment(1);
                     attempts.push(Attempt {
                         model,
                         kind: AttemptKind::Skipped {
@@ -99,6 +102,7 @@ pub async fn forward(
                     body,
                 }) => {
                     lease.finish(Outcome::Success);
+                    served(&lab, &label, model, &attempts, started);
                     let mut resp = Response::new(Body::from(body));
                     *resp.status_mut() = status;
                     if let Some(ct) = content_type {
@@ -114,6 +118,7 @@ pub async fn forward(
                     first,
                     rest,
                 }) => {
+                    served(&lab, &label, model, &attempts, started);
                     let target = reg.target_name(model);
                     let body = relay(first, rest, lease, Arc::clone(upstream), deadline, target);
                     let mut resp = Response::new(Body::from_stream(body));
@@ -130,6 +135,9 @@ pub async fn forward(
                     return resp;
                 }
                 Err(e) => {
+                    metrics::counter!("labrouter_upstream_attempts_total",
+                        "machine" => reg.machines[machine].name.clone(), "outcome" => e.reason)
+                    .increment(1);
                     lease.finish(e.outcome.clone());
                     let move_on = e.may_move_on();
                     attempts.push(Attempt {
@@ -172,9 +180,26 @@ pub async fn forward(
                 continue;
             }
         }
+        metrics::histogram!("labrouter_request_duration_seconds", "route" => label.clone())
+            .record(started.elapsed().as_secs_f64());
         let mut resp = nothing_served(&lab, &label, &attempts);
         mark(resp.headers_mut(), &lab, &label, None, &attempts);
         return resp;
+    }
+}
+
+/// Counts a served request: its machine's success, its duration, and a fallback if the
+/// chain's first target did not serve.
+fn served(lab: &Lab, route: &str, model: usize, attempts: &[Attempt], started: Instant) {
+    let reg = &lab.registry;
+    let machine = reg.machines[reg.models[model].machine].name.clone();
+    metrics::counter!("labrouter_upstream_attempts_total", "machine" => machine, "outcome" => "success").increment(1);
+    metrics::histogram!("labrouter_request_duration_seconds", "route" => route.to_string())
+        .record(started.elapsed().as_secs_f64());
+    if let Some(first) = attempts.first() {
+        metrics::counter!("labrouter_fallbacks_total",
+            "route" => route.to_string(), "from" => reg.target_name(first.model), "to" => reg.target_name(model))
+        .increment(1);
     }
 }
 

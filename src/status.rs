@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde_json::Value;
 
+/// Fetches `{url}/status` and prints it (CLI glue, hence anyhow).
 #[allow(clippy::print_stdout)] // the CLI's printing
 pub async fn print(url: &str, raw: bool) -> anyhow::Result<ExitCode> {
     let url = format!("{}/status", url.trim_end_matches('/'));

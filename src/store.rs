@@ -87,6 +87,15 @@ pub enum Msg {
         to: String,
         reason: String,
     },
+    /// Remember a small value across restarts (Telegram: when the last digest went out).
+    Meta { key: String, value: String },
+    /// Live counters of every machine, `(machine, remote_attempts, local_rejections)`, for
+    /// the digest's per-day counts; `boot_ms` names the process (counters restart with it).
+    Counters {
+        at_ms: i64,
+        boot_ms: i64,
+        machines: Vec<(String, u64, u64)>,
+    },
     /// Answer on this channel once everything sent before is on disk.
     Flush(mpsc::Sender<()>),
     Stop,
@@ -252,7 +261,7 @@ fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &Path) {
         // Whatever queued up meanwhile goes into the same transaction.
         for msg in std::iter::once(first).chain(rx.try_iter()) {
             match msg {
-                Msg::Transition(_) | Msg::Registry { .. } => batch.push(msg),
+                Msg::Transition(_) | Msg::Registry { .. } | Msg::Meta { .. } | Msg::Counters { .. } => batch.push(msg),
                 Msg::Flush(ack) => acks.push(ack),
                 Msg::Stop => stop = true,
             }
@@ -287,6 +296,14 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
                      VALUES (?1, ?2, ?3, ?4, ?5, 0, NULL, 0, ?6, 0, 0)",
                     params![ms(*at), REGISTRY_ROW, from, to, reason, to],
                 )?;
+                continue;
+            }
+            Msg::Meta { key, value } => {
+                write_meta(&tx, key, value)?;
+                continue;
+            }
+            Msg::Counters { at_ms, boot_ms, machines } => {
+                write_counters(&tx, *at_ms, *boot_ms, machines)?;
                 continue;
             }
             Msg::Flush(_) | Msg::Stop => continue,
@@ -369,4 +386,103 @@ pub fn phase_from(s: &str) -> Option<Phase> {
         "forced_open" => Phase::ForcedOpen,
         _ => return None,
     })
+}
+
+// === Telegram's memory: meta values and counter samples ===
+
+/// The counter samples table, created on first use: it belongs to the Telegram digest and
+/// needs no migration of the tables the router itself depends on.
+const COUNTERS_TABLE: &str = "CREATE TABLE IF NOT EXISTS counters (
+        at_ms INTEGER NOT NULL,
+        boot_ms INTEGER NOT NULL,
+        machine TEXT NOT NULL,
+        remote_attempts INTEGER NOT NULL,
+        local_rejections INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS counters_at ON counters (at_ms);";
+
+/// Samples are kept this long (the digest reads two days).
+const COUNTERS_KEEP_MS: i64 = 3 * 24 * 3600 * 1000;
+
+fn write_meta(tx: &rusqlite::Transaction<'_>, key: &str, value: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        params![key, value],
+    )?;
+    Ok(())
+}
+
+fn write_counters(
+    tx: &rusqlite::Transaction<'_>,
+    at_ms: i64,
+    boot_ms: i64,
+    machines: &[(String, u64, u64)],
+) -> rusqlite::Result<()> {
+    tx.execute_batch(COUNTERS_TABLE)?;
+    for (machine, remote, local) in machines {
+        tx.execute(
+            "INSERT INTO counters (at_ms, boot_ms, machine, remote_attempts, local_rejections) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![at_ms, boot_ms, machine, *remote as i64, *local as i64],
+        )?;
+    }
+    tx.execute("DELETE FROM counters WHERE at_ms < ?1", params![at_ms - COUNTERS_KEEP_MS])?;
+    Ok(())
+}
+
+/// A `meta` value written with [`Msg::Meta`]; `None` when never written.
+pub fn meta(path: &Path, key: &str) -> Result<Option<String>, StoreError> {
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(sqlite(path))?;
+    let mut stmt = conn
+        .prepare("SELECT value FROM meta WHERE key = ?1")
+        .map_err(sqlite(path))?;
+    let mut rows = stmt.query(params![key]).map_err(sqlite(path))?;
+    match rows.next().map_err(sqlite(path))? {
+        Some(row) => row.get(0).map(Some).map_err(sqlite(path)),
+        None => Ok(None),
+    }
+}
+
+/// One counter sample written with [`Msg::Counters`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CounterSample {
+    pub at_ms: i64,
+    pub boot_ms: i64,
+    pub machine: String,
+    pub remote_attempts: u64,
+    pub local_rejections: u64,
+}
+
+/// Counter samples at or after `since_ms`, oldest first; none before the first sample.
+pub fn counter_samples(path: &Path, since_ms: i64) -> Result<Vec<CounterSample>, StoreError> {
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(sqlite(path))?;
+    let exists: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'counters')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(sqlite(path))?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT at_ms, boot_ms, machine, remote_attempts, local_rejections FROM counters
+             WHERE at_ms >= ?1 ORDER BY at_ms, rowid",
+        )
+        .map_err(sqlite(path))?;
+    let rows = stmt
+        .query_map(params![since_ms], |r| {
+            Ok(CounterSample {
+                at_ms: r.get(0)?,
+                boot_ms: r.get(1)?,
+                machine: r.get(2)?,
+                remote_attempts: r.get::<_, i64>(3)?.max(0) as u64,
+                local_rejections: r.get::<_, i64>(4)?.max(0) as u64,
+            })
+        })
+        .map_err(sqlite(path))?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sqlite(path))
 }

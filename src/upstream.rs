@@ -212,6 +212,8 @@ impl Upstream {
                 return Err(self.past_deadline(started, deadline, machine_deadline))
             }
         };
+        metrics::histogram!("labrouter_upstream_first_byte_seconds", "machine" => self.name.clone())
+            .record(started.elapsed().as_secs_f64());
         let status = resp.status();
         let content_type = resp.headers().get(CONTENT_TYPE).cloned();
         if !status.is_success() {

@@ -1,0 +1,303 @@
+//! The daily digest (SPEC §5) as a pure function of its inputs: ledger rows, counter
+//! samples, `now`, the time zone, the machines' current states and the host's health.
+//! No clock, no store, no network: the caller gathers, [`render`] words.
+//!
+//! Words used: a *trip* is a breaker opening from closed (a failed probe re-opening it is
+//! the same outage, not a new trip); *time open* runs from the trip to the next `closed`
+//! (or now), clipped to the last 24 h; *rejected locally* is calls the breaker or the
+//! bulkhead kept from the machine without a network call (the counter delta over the 24 h);
+//! *rerouted* adds the calls that reached the machine, failed, and moved down the chain
+//! (the failures that tripped it and the failed probes).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
+use super::text::{bold, escape, gib, human, split, LIMIT};
+
+/// The window of the per-machine lines.
+pub const DAY_MS: i64 = 24 * 3600 * 1000;
+/// The window of "tripped most".
+pub const MONTH_MS: i64 = 30 * DAY_MS;
+
+/// One ledger row, as much as the digest needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub at_ms: i64,
+    pub machine: String,
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+    pub failures: i64,
+}
+
+/// A periodic snapshot of one machine's cumulative counters. Counters restart at zero
+/// with the process, so each sample names its process by start time (`boot_ms`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub at_ms: i64,
+    pub boot_ms: i64,
+    pub machine: String,
+    pub remote_attempts: u64,
+    pub local_rejections: u64,
+}
+
+/// A machine as it is now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineNow {
+    pub name: String,
+    /// `closed`, `open`, `half_open`, `auth_failed`, `forced_open`.
+    pub state: String,
+    /// The live counters, when rendered inside the router (a final sample at `now`).
+    pub counters: Option<Sample>,
+}
+
+/// The orchestrator's own health (from [`crate::host::stats`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Host {
+    pub hostname: Option<String>,
+    pub uptime_s: Option<u64>,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
+    pub load_1m: Option<f64>,
+}
+
+impl Host {
+    pub fn from_stats(v: &serde_json::Value) -> Host {
+        Host {
+            hostname: v["hostname"].as_str().map(str::to_string),
+            uptime_s: v["uptime_s"].as_u64(),
+            mem_used_bytes: v["mem_used_bytes"].as_u64(),
+            mem_total_bytes: v["mem_total_bytes"].as_u64(),
+            load_1m: v["load_1m"].as_f64(),
+        }
+    }
+}
+
+/// Everything one digest is made of.
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    pub now: Timestamp,
+    pub tz: &'a TimeZone,
+    /// Ledger rows, oldest first; at least the last 30 days (earlier ones tell the state at
+    /// the window's start). Rows of machines not in `machines` are ignored.
+    pub rows: &'a [Row],
+    /// Counter samples, oldest first.
+    pub samples: &'a [Sample],
+    /// The machines of the current registry, in registry order.
+    pub machines: &'a [MachineNow],
+    pub host: &'a Host,
+}
+
+/// One machine's last 24 hours.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Day {
+    pub trips: u32,
+    /// Trip reasons in plain words with how often each came, most frequent first.
+    pub reasons: Vec<(String, u32)>,
+    pub open_total: Duration,
+    pub open_longest: Duration,
+    pub rejected: u64,
+    pub rerouted: u64,
+}
+
+fn is_down(state: &str) -> bool {
+    state != "closed"
+}
+
+/// A trip: closed (or nothing known) to any not-closed state other than half-open.
+fn is_trip(r: &Row) -> bool {
+    r.from == "closed" && is_down(&r.to) && r.to != "half_open"
+}
+
+/// The counted figures of one machine (public so tests can check numbers, not wording).
+pub fn day(input: &Input<'_>, machine: &MachineNow) -> Day {
+    let now = input.now.as_millisecond();
+    let start = now - DAY_MS;
+    let rows: Vec<&Row> = input.rows.iter().filter(|r| r.machine == machine.name).collect();
+    let mut d = Day::default();
+    let mut reasons: BTreeMap<String, u32> = BTreeMap::new();
+    let mut down_since: Option<i64> = None;
+    let close = |from: i64, to: i64, d: &mut Day| {
+        let (a, b) = (from.max(start), to.min(now));
+        if b > a {
+            let len = Duration::from_millis((b - a) as u64);
+            d.open_total += len;
+            d.open_longest = d.open_longest.max(len);
+        }
+    };
+    for r in &rows {
+        match (down_since, is_down(&r.to)) {
+            (None, true) => down_since = Some(r.at_ms),
+            (Some(since), false) => {
+                close(since, r.at_ms, &mut d);
+                down_since = None;
+            }
+            _ => {}
+        }
+        if r.at_ms < start || r.at_ms > now {
+            continue;
+        }
+        if is_trip(r) {
+            d.trips += 1;
+            *reasons.entry(r.reason.clone()).or_default() += 1;
+            d.rerouted += r.failures.max(0) as u64;
+        } else if r.from == "half_open" && r.to == "open" {
+            d.rerouted += 1; // the failed probe
+        }
+    }
+    if let Some(since) = down_since {
+        // Still down by the ledger. If the router now says closed (a stale verdict was
+        // dropped at start without a row), the outage ended at the last row we have.
+        let end = if is_down(&machine.state) { now } else { rows.last().map_or(now, |r| r.at_ms) };
+        close(since, end, &mut d);
+    }
+    let mut reasons: Vec<(String, u32)> = reasons.into_iter().collect();
+    reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    d.reasons = reasons;
+    d.rejected = rejected(input, machine, start);
+    d.rerouted += d.rejected;
+    d
+}
+
+/// The increase of `local_rejections` over the window, summed across restarts.
+fn rejected(input: &Input<'_>, machine: &MachineNow, start: i64) -> u64 {
+    let mut samples: Vec<&Sample> = input.samples.iter().filter(|s| s.machine == machine.name).collect();
+    samples.extend(machine.counters.as_ref());
+    let mut prev: Option<&Sample> = samples.iter().rev().find(|s| s.at_ms <= start).copied();
+    let mut total = 0u64;
+    for s in samples.iter().filter(|s| s.at_ms > start) {
+        total += match prev {
+            Some(p) if p.boot_ms == s.boot_ms => s.local_rejections.saturating_sub(p.local_rejections),
+            // A process that started inside the window counted from zero.
+            _ if s.boot_ms > start => s.local_rejections,
+            // No baseline for a process older than the window: nothing we can attribute.
+            _ => 0,
+        };
+        prev = Some(s);
+    }
+    total
+}
+
+/// The machine with most trips in the last 30 days, with its count (ties: registry order).
+pub fn most_tripped(input: &Input<'_>) -> Option<(String, u32)> {
+    let start = input.now.as_millisecond() - MONTH_MS;
+    let mut best: Option<(String, u32)> = None;
+    for m in input.machines {
+        let n = input
+            .rows
+            .iter()
+            .filter(|r| r.machine == m.name && r.at_ms >= start && is_trip(r))
+            .count() as u32;
+        if n > 0 && best.as_ref().is_none_or(|b| n > b.1) {
+            best = Some((m.name.clone(), n));
+        }
+    }
+    best
+}
+
+fn state_words(state: &str) -> &'static str {
+    match state {
+        "closed" => "closed",
+        "open" => "open",
+        "half_open" => "half-open, probing",
+        "auth_failed" => "paused: credentials rejected",
+        "forced_open" => "held open by hand",
+        _ => "unknown",
+    }
+}
+
+fn host_line(host: &Host) -> String {
+    let mut parts = Vec::new();
+    if let Some(up) = host.uptime_s {
+        parts.push(format!("up {}", human(Duration::from_secs(up))));
+    }
+    if let (Some(used), Some(total)) = (host.mem_used_bytes, host.mem_total_bytes) {
+        parts.push(format!("memory {}/{} GiB", gib(used), gib(total)));
+    }
+    if let Some(load) = host.load_1m {
+        parts.push(format!("load {load:.2}"));
+    }
+    let name = host.hostname.as_deref().unwrap_or("orchestrator");
+    if parts.is_empty() {
+        format!("Orchestrator {}: no health figures on this platform", bold(name))
+    } else {
+        format!("Orchestrator {}: {}", bold(name), parts.join(", "))
+    }
+}
+
+fn machine_paragraph(m: &MachineNow, d: &Day) -> String {
+    let mut lines = vec![format!("{} — {} now", bold(&m.name), state_words(&m.state))];
+    if d.trips > 0 {
+        let reasons: Vec<String> = d
+            .reasons
+            .iter()
+            .map(|(r, n)| if *n > 1 { format!("{} (×{n})", escape(r)) } else { escape(r) })
+            .collect();
+        let s = if d.trips == 1 { "" } else { "s" };
+        lines.push(format!("• {} trip{s}: {}", d.trips, reasons.join("; ")));
+    }
+    if !d.open_total.is_zero() {
+        lines.push(format!("• open {} in all, longest {}", human(d.open_total), human(d.open_longest)));
+    }
+    lines.push(format!("• {} requests rerouted, {} rejected locally", d.rerouted, d.rejected));
+    lines.join("\n")
+}
+
+/// The digest as Telegram messages (HTML parse mode), each under the length limit.
+pub fn render(input: &Input<'_>) -> Vec<String> {
+    render_with_limit(input, LIMIT)
+}
+
+/// [`render`] with a chosen message limit (tests prove the split with a small one).
+pub fn render_with_limit(input: &Input<'_>, limit: usize) -> Vec<String> {
+    let local = input.now.to_zoned_datetime(input.tz.clone());
+    let when = local.strftime("%a %-d %b %H:%M %Z").to_string();
+    let days: Vec<(&MachineNow, Day)> = input.machines.iter().map(|m| (m, day(input, m))).collect();
+    let trips: u32 = days.iter().map(|(_, d)| d.trips).sum();
+    let eventful: Vec<&(&MachineNow, Day)> = days
+        .iter()
+        .filter(|(m, d)| d.trips > 0 || !d.open_total.is_zero() || is_down(&m.state) || d.rejected > 0)
+        .collect();
+    let month = most_tripped(input);
+    let host = host_line(input.host);
+    if eventful.is_empty() {
+        let n = input.machines.len();
+        let quiet = format!(
+            "✅ {} {}: a quiet day — no breaker trips in the last 24 h, all {n} machines closed. {host}.",
+            bold("labrouter"),
+            escape(&when),
+        );
+        return split(&[quiet], limit);
+    }
+    let mut paragraphs = vec![format!(
+        "📋 {} — {}\n{} trip{} in the last 24 h on {} of {} machines.",
+        bold("labrouter daily digest"),
+        escape(&when),
+        trips,
+        if trips == 1 { "" } else { "s" },
+        days.iter().filter(|(_, d)| d.trips > 0).count(),
+        input.machines.len()
+    )];
+    for (m, d) in &eventful {
+        paragraphs.push(machine_paragraph(m, d));
+    }
+    let fine: Vec<String> = days
+        .iter()
+        .filter(|x| !eventful.iter().any(|e| e.0.name == x.0.name))
+        .map(|(m, _)| bold(&m.name))
+        .collect();
+    let mut tail = Vec::new();
+    if !fine.is_empty() {
+        tail.push(format!("Closed all day: {}.", fine.join(", ")));
+    }
+    tail.push(match month {
+        Some((name, n)) => format!("Most trips in 30 days: {} ({n}).", bold(&name)),
+        None => "No trips in the last 30 days.".to_string(),
+    });
+    tail.push(format!("{host}."));
+    paragraphs.push(tail.join("\n"));
+    split(&paragraphs, limit)
+}

@@ -1,0 +1,68 @@
+//! Prometheus metrics (`GET /metrics`) through the `metrics` facade.
+//!
+//! One recorder per process, installed on first use. Histogram samples wait in the
+//! recorder until drained, so a thread drains them every few seconds: a router nobody
+//! scrapes must not grow.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::breaker::Phase;
+
+/// Latency buckets (seconds): from a fast-fail to a long generation.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the recorder (once per process); `None` when another recorder got there first.
+pub fn install() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+                .ok()?;
+            let handle = builder
+                .install_recorder()
+                .map_err(|e| tracing::warn!(error = %e, "metrics recorder not installed; /metrics stays empty"))
+                .ok()?;
+            let upkeep = handle.clone();
+            let _ = std::thread::Builder::new().name("labrouter-metrics".into()).spawn(move || loop {
+                std::thread::sleep(Duration::from_secs(5));
+                upkeep.run_upkeep();
+            });
+            describe();
+            Some(handle)
+        })
+        .as_ref()
+}
+
+/// The Prometheus text exposition.
+pub fn render() -> String {
+    install().map(PrometheusHandle::render).unwrap_or_default()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!("labrouter_upstream_attempts_total", "Requests sent to a machine, by outcome");
+    describe_counter!("labrouter_local_rejections_total", "Calls a breaker or the bulkhead kept from a machine, by reason");
+    describe_gauge!("labrouter_breaker_state", "0 closed, 1 half_open, 2 open, 3 auth_failed, 4 forced_open");
+    describe_counter!("labrouter_breaker_transitions_total", "Breaker transitions, by from and to");
+    describe_counter!("labrouter_fallbacks_total", "Requests served by a later target than the chain's first");
+    describe_histogram!("labrouter_request_duration_seconds", Unit::Seconds, "Time to the response head, by route");
+    describe_histogram!("labrouter_upstream_first_byte_seconds", Unit::Seconds, "Time to a machine's response head");
+}
+
+/// The gauge value of a phase.
+pub fn phase_value(p: Phase) -> f64 {
+    match p {
+        Phase::Closed => 0.0,
+        Phase::HalfOpen => 1.0,
+        Phase::Open => 2.0,
+        Phase::AuthFailed => 3.0,
+        Phase::ForcedOpen => 4.0,
+    }
+}
