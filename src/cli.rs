@@ -82,4 +82,16 @@ pub enum Command {
         #[arg(long)]
         no_progress: bool,
     },
+    /// The daily Telegram digest, now: print it, or send it.
+    #[command(group(clap::ArgGroup::new("how").required(true).args(["print", "send"])))]
+    Digest {
+        /// Render it to stdout as Telegram would show it (no network).
+        #[arg(long)]
+        print: bool,
+        /// Send it to the registry's Telegram chat now (token from telegram.token_env).
+        #[arg(long)]
+        send: bool,
+        #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
+        config: PathBuf,
+    },
 }

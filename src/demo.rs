@@ -9,32 +9,29 @@
 //!
 //! It waits only on tokio's clock, so a paused-clock test plays the whole story at once.
 
-use std::collections::HashSet;
 use std::io::Write;
 use std::net::Ipv4Addr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::breaker::failure::words;
-use crate::breaker::Phase;
 use crate::lab::Lab;
-use crate::machines::Transitioned;
 use crate::registry::{Registry, RegistryError};
 use crate::service::{Service, ServiceError};
-use crate::sim::{Fault, Sim};
+use crate::sim::Sim;
 
 mod narrate;
 mod setup;
+mod show;
 mod traffic;
 
 use narrate::Narrator;
-use setup::{scaled, Act, Step};
-use traffic::{Done, Traffic};
+use setup::scaled;
+use show::Show;
+use traffic::Traffic;
 
 /// Agents sending tasks at once, and how often each sends one (story time).
 const WORKERS: u32 = 4;
@@ -145,7 +142,11 @@ pub async fn run(opts: &Options, out: &mut dyn Write) -> Result<Summary, DemoErr
     played
 }
 
-async fn with_sims(opts: &Options, sims: &[Sim; 3], out: &mut dyn Write) -> Result<Summary, DemoError> {
+async fn with_sims(
+    opts: &Options,
+    sims: &[Sim; 3],
+    out: &mut dyn Write,
+) -> Result<Summary, DemoError> {
     let urls = sims.each_ref().map(|s| s.base_url());
     let yaml = setup::registry_yaml(urls.each_ref().map(String::as_str), opts.speed);
     let registry = Registry::parse(&yaml, "demo registry")?;
@@ -153,13 +154,18 @@ async fn with_sims(opts: &Options, sims: &[Sim; 3], out: &mut dyn Write) -> Resu
     let lab = svc.lab();
     let mut transitions = svc.hub().subscribe();
 
-    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+    let listener = router_listener()?;
     let router = format!("http://{}", listener.local_addr()?);
     let (stop_router, router_stopped) = oneshot::channel::<()>();
     let stopped = async move {
         let _ = router_stopped.await;
     };
-    let server = tokio::spawn(crate::serve(listener, Arc::clone(&svc), stopped, Duration::from_secs(5)));
+    let server = tokio::spawn(crate::serve(
+        listener,
+        Arc::clone(&svc),
+        stopped,
+        Duration::from_secs(5),
+    ));
 
     let traffic = Arc::new(Traffic::new(&lab.registry, &router)?);
     let mut narrator = Narrator::new(out, Instant::now(), opts.progress);
@@ -173,25 +179,26 @@ async fn with_sims(opts: &Options, sims: &[Sim; 3], out: &mut dyn Write) -> Resu
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
             let first = start + every * w / WORKERS;
-            let work = traffic::worker(Arc::clone(&traffic), first, every, stop_rx.clone(), done_tx.clone());
+            let work = traffic::worker(
+                Arc::clone(&traffic),
+                first,
+                every,
+                stop_rx.clone(),
+                done_tx.clone(),
+            );
             tokio::spawn(work)
         })
         .collect();
     drop(done_tx);
 
-    let mut show = Show {
-        speed: opts.speed,
+    let mut show = Show::new(
+        opts.speed,
         start,
-        lab: Arc::clone(&lab),
+        Arc::clone(&lab),
         sims,
-        traffic: Arc::clone(&traffic),
+        Arc::clone(&traffic),
         narrator,
-        served: 0,
-        rerouted: 0,
-        failed: 0,
-        tallies: lab.registry.machines.iter().map(|_| Tally::default()).collect(),
-        seen: HashSet::new(),
-    };
+    );
     let played = show.play(&mut transitions, &mut done, &stop).await;
 
     // Whatever happened, stop the traffic and the router before returning.
@@ -204,9 +211,19 @@ async fn with_sims(opts: &Options, sims: &[Sim; 3], out: &mut dyn Write) -> Resu
     played?;
 
     let summary = show.summary(start.elapsed());
-    show.narrator.plain("")?;
-    show.narrator.plain(&summary.to_string())?;
+    show.narrator().plain("")?;
+    show.narrator().plain(&summary.to_string())?;
     Ok(summary)
+}
+
+/// The router's loopback listener, with TCP_NODELAY (accepted connections inherit it on
+/// Linux and the BSDs). Without it a streamed answer on a kept-alive connection can wait
+/// ~40 ms for a delayed ACK (Nagle), which a paused-clock test cannot wait out.
+fn router_listener() -> std::io::Result<tokio::net::TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_nodelay(true)?;
+    socket.bind((Ipv4Addr::LOCALHOST, 0).into())?;
+    socket.listen(1024)
 }
 
 /// What the demo is about to do, before the clock starts.
@@ -220,7 +237,12 @@ fn header(n: &mut Narrator<'_>, lab: &Lab, router: &str, opts: &Options) -> std:
             .filter(|md| md.machine == i)
             .map(|md| md.name.as_str())
             .collect();
-        n.plain(&format!("  {:<11} {:<32} {}", m.name, m.url, models.join(", ")))?;
+        n.plain(&format!(
+            "  {:<11} {:<32} {}",
+            m.name,
+            m.url,
+            models.join(", ")
+        ))?;
     }
     n.plain(&format!("  {:<11} {router}/v1", "router"))?;
     for r in &reg.routes {
@@ -230,12 +252,14 @@ fn header(n: &mut Narrator<'_>, lab: &Lab, router: &str, opts: &Options) -> std:
     if let Some(m) = reg.machines.first() {
         let (b, t) = (&m.breaker, &m.timeouts);
         n.plain(&format!(
-            "  breakers: open after {} failures in a row; one probe after {} (x{} per failed probe, up to {}); \
-             hung = no answer in {} and a failed liveness check",
+            "  breakers: open after {} failures in a row; one probe after {} (x{} per failed probe, up to {})",
             b.failure_threshold,
             words(b.cooldown),
             b.backoff,
             words(b.max_cooldown),
+        ))?;
+        n.plain(&format!(
+            "  hung: no answer in {} and a failed liveness check (GET /v1/models)",
             words(t.first_byte)
         ))?;
     }
@@ -244,204 +268,4 @@ fn header(n: &mut Narrator<'_>, lab: &Lab, router: &str, opts: &Options) -> std:
         words(scaled(EVERY_S, opts.speed))
     ))?;
     n.plain("")
-}
-
-/// One machine's counts as the story goes.
-#[derive(Debug, Default)]
-struct Tally {
-    trips: u32,
-    failed_probes: u32,
-    recoveries: u32,
-    /// When it tripped (for "back in service after").
-    opened_at: Option<Instant>,
-    /// `remote_attempts` and sim work hits when the current outage began.
-    base: Option<(u64, u64)>,
-    attempts_while_down: u64,
-    reached_while_down: u64,
-}
-
-/// The demo while it plays.
-struct Show<'a> {
-    speed: f64,
-    start: Instant,
-    lab: Arc<Lab>,
-    sims: &'a [Sim; 3],
-    traffic: Arc<Traffic>,
-    narrator: Narrator<'a>,
-    served: u64,
-    rerouted: u64,
-    failed: u64,
-    tallies: Vec<Tally>,
-    /// Kinds of reroute already told since the last transition (route, skipped).
-    seen: HashSet<(&'static str, String)>,
-}
-
-impl Show<'_> {
-    async fn play(
-        &mut self,
-        transitions: &mut broadcast::Receiver<Transitioned>,
-        done: &mut mpsc::UnboundedReceiver<Done>,
-        stop: &watch::Sender<bool>,
-    ) -> Result<(), DemoError> {
-        let mut steps = setup::story().into_iter();
-        let mut next = steps.next();
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
-        let mut hub_open = true;
-        loop {
-            let at = next.as_ref().map(|s| self.start + scaled(s.at, self.speed));
-            tokio::select! {
-                // Transitions first: a task's Done is sent after the transition it caused.
-                biased;
-                t = transitions.recv(), if hub_open => match t {
-                    Ok(t) => self.on_transition(&t)?,
-                    Err(RecvError::Lagged(n)) => self.narrator.say(&format!("({n} transitions not narrated)"))?,
-                    Err(RecvError::Closed) => hub_open = false,
-                },
-                d = done.recv() => match d {
-                    Some(d) => self.on_done(d)?,
-                    // Every worker has stopped: the story is over.
-                    None => break,
-                },
-                () = tokio::time::sleep_until(at.unwrap_or_else(Instant::now)), if at.is_some() => {
-                    if let Some(step) = next.take() {
-                        self.on_step(step, stop)?;
-                    }
-                    next = steps.next();
-                }
-                _ = tick.tick() => self.draw()?,
-            }
-        }
-        while let Ok(t) = transitions.try_recv() {
-            self.on_transition(&t)?;
-        }
-        self.narrator.done()?;
-        Ok(())
-    }
-
-    fn machine(&self, name: &str) -> Option<usize> {
-        self.lab.registry.machine_index(name)
-    }
-
-    fn on_step(&mut self, step: Step, stop: &watch::Sender<bool>) -> Result<(), DemoError> {
-        self.narrator.say(&format!("story: {}", step.line))?;
-        match step.act {
-            Act::Break(s, fault) => {
-                let sim = &self.sims[s];
-                if let Some(i) = self.machine(sim.name()) {
-                    let attempts = self.lab.machines.snapshot(i).remote_attempts;
-                    self.tallies[i].base = Some((attempts, sim.work_hits()));
-                    self.traffic.down[i].store(true, Ordering::Relaxed);
-                }
-                sim.set(fault);
-            }
-            Act::Fix(s) => {
-                let sim = &self.sims[s];
-                sim.set(Fault::Ok);
-                if let Some(i) = self.machine(sim.name()) {
-                    self.traffic.down[i].store(false, Ordering::Relaxed);
-                    let attempts = self.lab.machines.snapshot(i).remote_attempts;
-                    let tally = &mut self.tallies[i];
-                    if let Some((a, h)) = tally.base.take() {
-                        tally.attempts_while_down += attempts.saturating_sub(a);
-                        tally.reached_while_down += sim.work_hits().saturating_sub(h);
-                    }
-                }
-            }
-            Act::End => {
-                let _ = stop.send(true);
-            }
-        }
-        Ok(())
-    }
-
-    fn on_transition(&mut self, t: &Transitioned) -> Result<(), DemoError> {
-        let mut down_for = None;
-        if let Some(i) = self.machine(&t.machine) {
-            let tally = &mut self.tallies[i];
-            match (t.transition.from, t.transition.to) {
-                (Phase::Closed, Phase::Open) => {
-                    tally.trips += 1;
-                    tally.opened_at = Some(Instant::now());
-                }
-                (Phase::HalfOpen, Phase::Open) => tally.failed_probes += 1,
-                (_, Phase::Closed) => {
-                    tally.recoveries += 1;
-                    down_for = tally.opened_at.take().map(|at| at.elapsed());
-                }
-                _ => {}
-            }
-        }
-        self.seen.clear();
-        let line = narrate::transition(t, &self.lab, down_for);
-        self.narrator.say(&line)?;
-        Ok(())
-    }
-
-    fn on_done(&mut self, d: Done) -> Result<(), DemoError> {
-        match &d.outcome {
-            Ok(s) => {
-                self.served += 1;
-                if s.rerouted {
-                    self.rerouted += 1;
-                    if self.seen.insert((d.kind.route(), s.skipped.clone())) {
-                        self.narrator.say(&narrate::reroute(&d, s))?;
-                    }
-                }
-            }
-            Err(why) => {
-                self.failed += 1;
-                self.narrator
-                    .say(&format!("task #{} ({}) FAILED: {why}", d.n, d.kind.route()))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn draw(&mut self) -> Result<(), DemoError> {
-        let states: Vec<String> = (0..self.lab.machines.len())
-            .map(|i| {
-                let s = self.lab.machines.snapshot(i);
-                format!("{} {}", s.name, s.breaker.phase)
-            })
-            .collect();
-        let line = format!(
-            "  [{:>5.1}s] sent {} | served {} | rerouted {} | failed {} | {}",
-            self.start.elapsed().as_secs_f64(),
-            self.traffic.sent(),
-            self.served,
-            self.rerouted,
-            self.failed,
-            states.join(", ")
-        );
-        self.narrator.progress(&line)?;
-        Ok(())
-    }
-
-    fn summary(&self, elapsed: Duration) -> Summary {
-        let machines = self
-            .lab
-            .registry
-            .machines
-            .iter()
-            .zip(&self.tallies)
-            .enumerate()
-            .map(|(i, (m, t))| MachineSummary {
-                name: m.name.clone(),
-                trips: t.trips,
-                failed_probes: t.failed_probes,
-                recoveries: t.recoveries,
-                tasks_while_down: self.traffic.tasks_while_down[i].load(Ordering::Relaxed),
-                attempts_while_down: t.attempts_while_down,
-                reached_while_down: t.reached_while_down,
-            })
-            .collect();
-        Summary {
-            elapsed,
-            sent: self.traffic.sent(),
-            served: self.served,
-            rerouted: self.rerouted,
-            failed: self.failed,
-            machines,
-        }
-    }
 }

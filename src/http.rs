@@ -233,6 +233,7 @@ pub fn status_json(lab: &Lab) -> Value {
                 "in_flight": s.inflight,
                 "remote_attempts": s.remote_attempts,
                 "local_rejections": s.local_rejections,
+                "rerouted": s.rerouted,
                 "url": reg.machines[i].url,
             }),
         );

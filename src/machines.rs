@@ -54,6 +54,8 @@ pub struct Cell {
     inflight: AtomicU32,
     remote_attempts: AtomicU64,
     local_rejections: AtomicU64,
+    /// Requests this machine skipped or failed that another target then served.
+    rerouted: AtomicU64,
 }
 
 /// A point-in-time view of one machine for `/status`.
@@ -64,6 +66,7 @@ pub struct Snapshot {
     pub inflight: u32,
     pub remote_attempts: u64,
     pub local_rejections: u64,
+    pub rerouted: u64,
 }
 
 /// The breakers of every machine of one registry.
@@ -129,6 +132,7 @@ fn new_cell(m: &crate::registry::Machine) -> Cell {
         inflight: AtomicU32::new(0),
         remote_attempts: AtomicU64::new(0),
         local_rejections: AtomicU64::new(0),
+        rerouted: AtomicU64::new(0),
     }
 }
 
@@ -157,6 +161,7 @@ impl Machines {
                 *lock(&cell.breaker) = lock(&prev.breaker).clone();
                 cell.remote_attempts.store(prev.remote_attempts.load(Ordering::Relaxed), Ordering::Relaxed);
                 cell.local_rejections.store(prev.local_rejections.load(Ordering::Relaxed), Ordering::Relaxed);
+                cell.rerouted.store(prev.rerouted.load(Ordering::Relaxed), Ordering::Relaxed);
                 Arc::new(cell)
             })
             .collect();
@@ -247,7 +252,13 @@ impl Machines {
             inflight: cell.inflight.load(Ordering::Relaxed),
             remote_attempts: cell.remote_attempts.load(Ordering::Relaxed),
             local_rejections: cell.local_rejections.load(Ordering::Relaxed),
+            rerouted: cell.rerouted.load(Ordering::Relaxed),
         }
+    }
+
+    /// Counts a request that machine `i` did not serve and another target did.
+    pub fn note_rerouted(&self, i: usize) {
+        self.cells[i].rerouted.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn phase(&self, i: usize) -> Phase {

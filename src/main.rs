@@ -112,6 +112,27 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             sim.shutdown();
             Ok(ExitCode::SUCCESS)
         }
+        Command::Digest {
+            print,
+            send,
+            config,
+        } => {
+            let reg = Registry::load(&config)?;
+            if print {
+                let parts =
+                    labrouter::telegram::render_offline(&reg, jiff::Timestamp::now()).await?;
+                let text: Vec<String> = parts
+                    .iter()
+                    .map(|p| labrouter::telegram::text::plain(p))
+                    .collect();
+                println!("{}", text.join("\n\n"));
+            }
+            if send {
+                let n = labrouter::telegram::send_offline(&reg).await?;
+                eprintln!("digest sent ({n} message{})", if n == 1 { "" } else { "s" });
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo { speed, no_progress } => {
             use std::io::IsTerminal;
             let mut out = std::io::stdout();
@@ -149,6 +170,8 @@ async fn serve(config: &std::path::Path) -> anyhow::Result<ExitCode> {
         );
     }
     tokio::spawn(labrouter::health::run(Arc::clone(&svc)));
+    // Alerts and the daily digest, when the registry has a telegram: block; off the request path.
+    let _telegram = labrouter::telegram::spawn(&svc);
     #[cfg(unix)]
     tokio::spawn(reload_on_sighup(Arc::clone(&svc)));
     // Kept alive for as long as we serve; a failure to watch is not fatal (SIGHUP works).

@@ -200,6 +200,16 @@ fn served(lab: &Lab, route: &str, model: usize, attempts: &[Attempt], started: I
         metrics::counter!("labrouter_fallbacks_total",
             "route" => route.to_string(), "from" => reg.target_name(first.model), "to" => reg.target_name(model))
         .increment(1);
+        // Each machine passed over counts once, however many of its models the chain named.
+        let to = reg.models[model].machine;
+        let mut seen: Vec<usize> = Vec::with_capacity(attempts.len());
+        for a in attempts {
+            let m = reg.models[a.model].machine;
+            if m != to && !seen.contains(&m) {
+                seen.push(m);
+                lab.machines.note_rerouted(m);
+            }
+        }
     }
 }
 

@@ -23,7 +23,9 @@ pub use verdict::{Restored, Verdict};
 pub const FILE: &str = "labrouter.db";
 
 /// Schema migrations, applied in order; `PRAGMA user_version` says how many ran.
-const MIGRATIONS: &[&str] = &["CREATE TABLE verdicts (
+const MIGRATIONS: &[&str] = &[
+    // 1: verdicts, the ledger, meta.
+    "CREATE TABLE verdicts (
         machine TEXT PRIMARY KEY,
         state TEXT NOT NULL,
         failures INTEGER NOT NULL,
@@ -51,7 +53,18 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE verdicts (
     );
     CREATE INDEX ledger_machine_seq ON ledger (machine, seq);
     CREATE INDEX ledger_at ON ledger (at_ms);
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"];
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    // 2: counter samples, for the digest's per-day request counts.
+    "CREATE TABLE counters (
+        at_ms INTEGER NOT NULL,
+        boot_ms INTEGER NOT NULL,
+        machine TEXT NOT NULL,
+        remote_attempts INTEGER NOT NULL,
+        local_rejections INTEGER NOT NULL,
+        rerouted INTEGER NOT NULL
+    );
+    CREATE INDEX counters_at ON counters (at_ms);",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -88,13 +101,17 @@ pub enum Msg {
         reason: String,
     },
     /// Remember a small value across restarts (Telegram: when the last digest went out).
-    Meta { key: String, value: String },
+    Meta {
+        key: String,
+        value: String,
+    },
     /// Live counters of every machine, `(machine, remote_attempts, local_rejections)`, for
     /// the digest's per-day counts; `boot_ms` names the process (counters restart with it).
     Counters {
         at_ms: i64,
         boot_ms: i64,
-        machines: Vec<(String, u64, u64)>,
+        /// `(machine, remote_attempts, local_rejections, rerouted)`.
+        machines: Vec<(String, u64, u64, u64)>,
     },
     /// Answer on this channel once everything sent before is on disk.
     Flush(mpsc::Sender<()>),
@@ -261,7 +278,10 @@ fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &Path) {
         // Whatever queued up meanwhile goes into the same transaction.
         for msg in std::iter::once(first).chain(rx.try_iter()) {
             match msg {
-                Msg::Transition(_) | Msg::Registry { .. } | Msg::Meta { .. } | Msg::Counters { .. } => batch.push(msg),
+                Msg::Transition(_)
+                | Msg::Registry { .. }
+                | Msg::Meta { .. }
+                | Msg::Counters { .. } => batch.push(msg),
                 Msg::Flush(ack) => acks.push(ack),
                 Msg::Stop => stop = true,
             }
@@ -302,7 +322,11 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
                 write_meta(&tx, key, value)?;
                 continue;
             }
-            Msg::Counters { at_ms, boot_ms, machines } => {
+            Msg::Counters {
+                at_ms,
+                boot_ms,
+                machines,
+            } => {
                 write_counters(&tx, *at_ms, *boot_ms, machines)?;
                 continue;
             }
@@ -390,17 +414,6 @@ pub fn phase_from(s: &str) -> Option<Phase> {
 
 // === Telegram's memory: meta values and counter samples ===
 
-/// The counter samples table, created on first use: it belongs to the Telegram digest and
-/// needs no migration of the tables the router itself depends on.
-const COUNTERS_TABLE: &str = "CREATE TABLE IF NOT EXISTS counters (
-        at_ms INTEGER NOT NULL,
-        boot_ms INTEGER NOT NULL,
-        machine TEXT NOT NULL,
-        remote_attempts INTEGER NOT NULL,
-        local_rejections INTEGER NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS counters_at ON counters (at_ms);";
-
 /// Samples are kept this long (the digest reads two days).
 const COUNTERS_KEEP_MS: i64 = 3 * 24 * 3600 * 1000;
 
@@ -416,16 +429,18 @@ fn write_counters(
     tx: &rusqlite::Transaction<'_>,
     at_ms: i64,
     boot_ms: i64,
-    machines: &[(String, u64, u64)],
+    machines: &[(String, u64, u64, u64)],
 ) -> rusqlite::Result<()> {
-    tx.execute_batch(COUNTERS_TABLE)?;
-    for (machine, remote, local) in machines {
+    for (machine, remote, local, rerouted) in machines {
         tx.execute(
-            "INSERT INTO counters (at_ms, boot_ms, machine, remote_attempts, local_rejections) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![at_ms, boot_ms, machine, *remote as i64, *local as i64],
+            "INSERT INTO counters (at_ms, boot_ms, machine, remote_attempts, local_rejections, rerouted) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![at_ms, boot_ms, machine, *remote as i64, *local as i64, *rerouted as i64],
         )?;
     }
-    tx.execute("DELETE FROM counters WHERE at_ms < ?1", params![at_ms - COUNTERS_KEEP_MS])?;
+    tx.execute(
+        "DELETE FROM counters WHERE at_ms < ?1",
+        params![at_ms - COUNTERS_KEEP_MS],
+    )?;
     Ok(())
 }
 
@@ -451,25 +466,16 @@ pub struct CounterSample {
     pub machine: String,
     pub remote_attempts: u64,
     pub local_rejections: u64,
+    pub rerouted: u64,
 }
 
 /// Counter samples at or after `since_ms`, oldest first; none before the first sample.
 pub fn counter_samples(path: &Path, since_ms: i64) -> Result<Vec<CounterSample>, StoreError> {
     let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(sqlite(path))?;
-    let exists: bool = conn
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'counters')",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(sqlite(path))?;
-    if !exists {
-        return Ok(Vec::new());
-    }
     let mut stmt = conn
         .prepare(
-            "SELECT at_ms, boot_ms, machine, remote_attempts, local_rejections FROM counters
+            "SELECT at_ms, boot_ms, machine, remote_attempts, local_rejections, rerouted FROM counters
              WHERE at_ms >= ?1 ORDER BY at_ms, rowid",
         )
         .map_err(sqlite(path))?;
@@ -481,6 +487,7 @@ pub fn counter_samples(path: &Path, since_ms: i64) -> Result<Vec<CounterSample>,
                 machine: r.get(2)?,
                 remote_attempts: r.get::<_, i64>(3)?.max(0) as u64,
                 local_rejections: r.get::<_, i64>(4)?.max(0) as u64,
+                rerouted: r.get::<_, i64>(5)?.max(0) as u64,
             })
         })
         .map_err(sqlite(path))?;

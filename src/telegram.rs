@@ -8,35 +8,36 @@
 //! - [`outbox`]: the bounded queue and the one task that talks to Telegram (teloxide).
 //! - [`redact`]: the bot token out of every log line and error.
 //! - [`text`]: HTML escaping, the 4,096-character split, durations in words.
+//! - `tasks`: the live alert and digest tasks; `gather`: the digest's inputs.
 //!
-//! This file wires them to a running [`Service`]: a task turning hub transitions into
-//! alerts, a task keeping the digest schedule and sampling counters, and the sender. Nothing
+//! This file holds the settings and starts it all for a running [`Service`]: a task turning
+//! hub transitions into alerts, a task keeping the digest schedule and sampling counters,
+//! and the sender. Nothing
 //! here runs on the request path: transitions arrive over the hub's broadcast, and every
 //! message goes through a queue that never waits.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
-use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::breaker::Phase;
 use crate::registry::{Registry, Telegram as Config};
 use crate::service::Service;
-use crate::store::{self, Msg, StoreError};
+use crate::store::{self, StoreError};
 
 pub mod alerts;
 pub mod digest;
+mod gather;
 pub mod outbox;
 pub mod redact;
 pub mod schedule;
+mod tasks;
 pub mod text;
 
-use digest::{Host, MachineNow, Row, Sample};
+pub use gather::{read_store, render_offline};
 use outbox::{Client, Message, Outbox};
 use redact::Redactor;
 
@@ -138,12 +139,18 @@ impl Settings {
 pub enum Clock {
     System,
     /// `wall` at `at`, advancing with `tokio::time::Instant`.
-    Tokio { wall: Timestamp, at: Instant },
+    Tokio {
+        wall: Timestamp,
+        at: Instant,
+    },
 }
 
 impl Clock {
     pub fn tokio(wall: Timestamp) -> Clock {
-        Clock::Tokio { wall, at: Instant::now() }
+        Clock::Tokio {
+            wall,
+            at: Instant::now(),
+        }
     }
 
     pub fn now(&self) -> Timestamp {
@@ -161,7 +168,8 @@ impl Clock {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub outbox: outbox::Policy,
-    /// One request to Telegram at most (connect, send, answer).
+    /// One request to Telegram at most (connect, send, answer). Keep it over 10s:
+    /// teloxide pauses 10s after a 5xx before reading the body, inside this timeout.
     pub send_timeout: Duration,
     /// How often live counters are written to the store for the digest's counts.
     pub sample_every: Duration,
@@ -175,7 +183,7 @@ impl Default for Options {
         Options {
             outbox: outbox::Policy::default(),
             send_timeout: Duration::from_secs(20),
-            sample_every: Duration::from_secs(10 * 60),
+            sample_every: Duration::from_secs(60),
             tick: Duration::from_secs(60),
             clock: Clock::System,
         }
@@ -224,7 +232,11 @@ pub fn spawn(svc: &Arc<Service>) -> Option<Running> {
 }
 
 /// Starts the sender, the alert task and the digest task for `svc`.
-pub fn start(svc: Arc<Service>, settings: Settings, opts: Options) -> Result<Running, TelegramError> {
+pub fn start(
+    svc: Arc<Service>,
+    settings: Settings,
+    opts: Options,
+) -> Result<Running, TelegramError> {
     let client = settings.client(opts.send_timeout)?;
     let (outbox, rx) = Outbox::new(opts.outbox.capacity);
     let store_tx = svc.store().map(store::Store::sender);
@@ -234,211 +246,46 @@ pub fn start(svc: Arc<Service>, settings: Settings, opts: Options) -> Result<Run
     tracing::info!(chat_id = settings.chat_id, digest_at = ?settings.digest_at, "telegram alerts and digest on");
     let tasks = vec![
         tokio::spawn(outbox::run(rx, client, opts.outbox.clone(), store_tx)),
-        tokio::spawn(alert_loop(Arc::clone(&svc), settings.clone(), transitions, outbox.clone())),
-        tokio::spawn(digest_loop(svc, settings, opts, outbox.clone(), boot_ms)),
+        tokio::spawn(tasks::alert_loop(
+            Arc::clone(&svc),
+            settings.clone(),
+            transitions,
+            outbox.clone(),
+        )),
+        tokio::spawn(tasks::digest_loop(
+            svc,
+            settings,
+            opts,
+            outbox.clone(),
+            boot_ms,
+        )),
     ];
     Ok(Running { outbox, tasks })
-}
-
-async fn alert_loop(svc: Arc<Service>, s: Settings, mut rx: broadcast::Receiver<crate::machines::Transitioned>, outbox: Outbox) {
-    let mut alerts = alerts::Alerts::new(s.alert_on_trip, s.page_after_cycles);
-    loop {
-        let t = match rx.recv().await {
-            Ok(t) => t,
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::warn!(missed = n, "telegram alerts fell behind the breaker transitions");
-                continue;
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        let Some(alert) = alerts.on(&alerts::Change::from(&t)) else { continue };
-        let lab = svc.lab();
-        let fbs = alerts::fallbacks(&lab.registry, alert.machine(), |i| lab.machines.phase(i) != Phase::Closed);
-        let what = match alert {
-            alerts::Alert::Page { .. } => "page",
-            _ => "alert",
-        };
-        outbox.push(Message::new(what, alerts::render(&alert, &fbs, &s.tz)));
-    }
-}
-
-async fn digest_loop(svc: Arc<Service>, s: Settings, opts: Options, outbox: Outbox, boot_ms: i64) {
-    let path = svc.store().map(|st| st.path().to_path_buf());
-    let last = match &path {
-        Some(p) => last_digest(p.clone()).await,
-        None => None,
-    };
-    let now = opts.clock.now();
-    let mut last_sent = last;
-    sample(&svc, &opts.clock, boot_ms);
-    if schedule::catch_up_due(last, now, s.digest_at, &s.tz) {
-        tracing::info!(last = ?last, "the router was down at the last digest time: sending the digest now");
-        queue_digest(&svc, &s, &opts.clock, &outbox, boot_ms, path.as_deref()).await;
-        last_sent = Some(now);
-    }
-    let mut next = schedule::next_send(now, s.digest_at, &s.tz);
-    let mut next_sample = Instant::now() + opts.sample_every;
-    loop {
-        let now = opts.clock.now();
-        if now >= next {
-            if schedule::slot_sends(last_sent, next) {
-                queue_digest(&svc, &s, &opts.clock, &outbox, boot_ms, path.as_deref()).await;
-                last_sent = Some(now);
-            } else {
-                tracing::info!("digest slot skipped: a catch-up digest went out shortly before");
-            }
-            next = schedule::next_send(now, s.digest_at, &s.tz);
-        }
-        if Instant::now() >= next_sample {
-            sample(&svc, &opts.clock, boot_ms);
-            next_sample = Instant::now() + opts.sample_every;
-        }
-        let wait = schedule::sleep_for(now, next, opts.tick).min(next_sample.saturating_duration_since(Instant::now()));
-        tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
-    }
-}
-
-/// Writes the live counters of every machine to the store (for the digest's counts).
-fn sample(svc: &Service, clock: &Clock, boot_ms: i64) {
-    let Some(st) = svc.store() else { return };
-    let lab = svc.lab();
-    let machines = (0..lab.machines.len())
-        .map(|i| {
-            let s = lab.machines.snapshot(i);
-            (s.name, s.remote_attempts, s.local_rejections)
-        })
-        .collect();
-    let _ = st.sender().send(Msg::Counters { at_ms: clock.now().as_millisecond(), boot_ms, machines });
-}
-
-async fn last_digest(path: PathBuf) -> Option<Timestamp> {
-    let read = tokio::task::spawn_blocking(move || store::meta(&path, LAST_DIGEST)).await;
-    match read {
-        Ok(Ok(v)) => v.and_then(|v| v.parse::<i64>().ok()).and_then(|ms| Timestamp::from_millisecond(ms).ok()),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "cannot read when the last digest went out");
-            None
-        }
-        Err(_) => None,
-    }
-}
-
-async fn queue_digest(svc: &Service, s: &Settings, clock: &Clock, outbox: &Outbox, boot_ms: i64, path: Option<&Path>) {
-    let now = clock.now();
-    let machines = live_machines(svc, now, boot_ms);
-    let parts = match render_from_store(path.map(Path::to_path_buf), now, &s.tz, machines).await {
-        Ok(parts) => parts,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot read the ledger for the digest");
-            return;
-        }
-    };
-    let n = parts.len();
-    for (i, text) in parts.into_iter().enumerate() {
-        let mut msg = Message::new("digest", text);
-        if i + 1 == n {
-            msg.remember = Some((LAST_DIGEST.to_string(), now.as_millisecond().to_string()));
-        }
-        outbox.push(msg);
-    }
-}
-
-/// The machines of the serving registry with their live breakers and counters.
-fn live_machines(svc: &Service, now: Timestamp, boot_ms: i64) -> Vec<MachineNow> {
-    let lab = svc.lab();
-    (0..lab.machines.len())
-        .map(|i| {
-            let s = lab.machines.snapshot(i);
-            MachineNow {
-                state: s.breaker.phase.as_str().to_string(),
-                counters: Some(Sample {
-                    at_ms: now.as_millisecond(),
-                    boot_ms,
-                    machine: s.name.clone(),
-                    remote_attempts: s.remote_attempts,
-                    local_rejections: s.local_rejections,
-                }),
-                name: s.name,
-            }
-        })
-        .collect()
-}
-
-/// Ledger rows (31 days, oldest first, registry rows left out) and counter samples (two
-/// days) from the store at `path`; nothing when there is no store yet.
-pub fn read_store(path: &Path, now: Timestamp) -> Result<(Vec<Row>, Vec<Sample>), StoreError> {
-    if !path.exists() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let since = now.as_millisecond() - digest::MONTH_MS - digest::DAY_MS;
-    let mut rows: Vec<Row> = store::events(path, None, Some(since), None, 1_000_000)?
-        .into_iter()
-        .filter(|e| e.machine != store::REGISTRY_ROW)
-        .map(|e| Row { at_ms: e.at_ms, machine: e.machine, from: e.from, to: e.to, reason: e.reason, failures: e.failures })
-        .collect();
-    rows.reverse();
-    let samples = store::counter_samples(path, now.as_millisecond() - 2 * digest::DAY_MS)?
-        .into_iter()
-        .map(|c| Sample {
-            at_ms: c.at_ms,
-            boot_ms: c.boot_ms,
-            machine: c.machine,
-            remote_attempts: c.remote_attempts,
-            local_rejections: c.local_rejections,
-        })
-        .collect();
-    Ok((rows, samples))
-}
-
-async fn render_from_store(path: Option<PathBuf>, now: Timestamp, tz: &TimeZone, machines: Vec<MachineNow>) -> Result<Vec<String>, StoreError> {
-    let (rows, samples) = match path {
-        Some(p) => tokio::task::spawn_blocking(move || read_store(&p, now))
-            .await
-            .unwrap_or_else(|_| Ok((Vec::new(), Vec::new())))?,
-        None => (Vec::new(), Vec::new()),
-    };
-    let host = Host::from_stats(&crate::host::stats());
-    let input = digest::Input { now, tz, rows: &rows, samples: &samples, machines: &machines, host: &host };
-    Ok(digest::render(&input))
-}
-
-/// `labrouter digest`: today's digest from the store alone (the router may be running or
-/// not); a machine's current state is the last one its ledger recorded.
-pub async fn render_offline(reg: &Registry, now: Timestamp) -> Result<Vec<String>, TelegramError> {
-    let tz = match &reg.telegram {
-        Some(t) => TimeZone::get(&t.timezone).map_err(|e| TelegramError::TimeZone(e.to_string()))?,
-        None => TimeZone::UTC,
-    };
-    let path = reg.server.state_dir.join(store::FILE);
-    let (rows, samples) = tokio::task::spawn_blocking(move || read_store(&path, now))
-        .await
-        .unwrap_or_else(|_| Ok((Vec::new(), Vec::new())))?;
-    let machines: Vec<MachineNow> = reg
-        .machines
-        .iter()
-        .map(|m| MachineNow {
-            name: m.name.clone(),
-            state: rows.iter().rev().find(|r| r.machine == m.name).map_or("closed".into(), |r| r.to.clone()),
-            counters: None,
-        })
-        .collect();
-    let host = Host::from_stats(&crate::host::stats());
-    let input = digest::Input { now, tz: &tz, rows: &rows, samples: &samples, machines: &machines, host: &host };
-    Ok(digest::render(&input))
 }
 
 /// `labrouter digest --send`: renders and sends now, retrying briefly; returns the number
 /// of messages sent. Does not move the daily schedule.
 pub async fn send_offline(reg: &Registry) -> Result<usize, TelegramError> {
-    let config = reg.telegram.as_ref().ok_or_else(|| TelegramError::Send("the registry has no telegram: block".into()))?;
+    let config = reg
+        .telegram
+        .as_ref()
+        .ok_or_else(|| TelegramError::Send("the registry has no telegram: block".into()))?;
     let settings = Settings::from_config(config)?;
     let client = settings.client(Duration::from_secs(20))?;
     let parts = render_offline(reg, Timestamp::now()).await?;
-    let policy = outbox::Policy { max_age: Duration::from_secs(90), base_delay: Duration::from_secs(1), ..outbox::Policy::default() };
+    let policy = outbox::Policy {
+        max_age: Duration::from_secs(30),
+        base_delay: Duration::from_secs(1),
+        ..outbox::Policy::default()
+    };
     for (i, text) in parts.iter().enumerate() {
         let msg = Message::new("digest", text.clone());
         if !outbox::deliver(&client, &msg, &policy).await {
-            return Err(TelegramError::Send(format!("part {} of {} was not delivered (see the log above)", i + 1, parts.len())));
+            return Err(TelegramError::Send(format!(
+                "part {} of {} was not delivered (see the log above)",
+                i + 1,
+                parts.len()
+            )));
         }
     }
     Ok(parts.len())

@@ -32,9 +32,17 @@ async fn the_demo_runs_to_completion_with_0_failed_tasks() {
     assert_eq!(s.failed, 0, "{text}");
     assert_eq!(s.served, s.sent, "{text}");
     assert!(s.all_served());
-    assert!(s.sent > 300, "a steady stream for the whole story: {}", s.sent);
+    assert!(
+        s.sent > 300,
+        "a steady stream for the whole story: {}",
+        s.sent
+    );
     assert!(s.rerouted > 0, "{text}");
-    assert!(s.elapsed.as_secs_f64() < 60.0, "under a minute: {:?}", s.elapsed);
+    assert!(
+        s.elapsed.as_secs_f64() < 60.0,
+        "under a minute: {:?}",
+        s.elapsed
+    );
     assert!(!text.contains("FAILED"), "{text}");
     assert!(!text.contains('\r'), "no progress line unless asked for");
 }
@@ -44,42 +52,82 @@ async fn the_narration_tells_each_event_of_the_story_in_order() {
     let (s, text) = play().await;
     // The GPU box goes away: refused, tripped, skipped (its work served by the CPU box).
     let away = at(&text, &["story: gpu-box goes away"]);
-    let refused = at(&text, &["reroute: code", "coder-gpu@gpu-box (connection refused)"]);
-    let trip = at(&text, &["gpu-box OPEN after 3 failures", "connection refused"]);
+    let refused = at(
+        &text,
+        &["reroute: code", "coder-gpu@gpu-box (connection refused)"],
+    );
+    let trip = at(
+        &text,
+        &["gpu-box OPEN after 3 failures in a row, last: connection refused. Skipped with no network for 4s"],
+    );
     assert!(lines_with(&text, &["gpu-box OPEN after 3 failures"])[0]
-        .contains("code now served by coder-cpu@ubuntu-box, vision vision-cpu@ubuntu-box"));
-    let skipped = at(&text, &["reroute: code", "coder-gpu@gpu-box (breaker open, skipped without a connection)"]);
+        .contains("code now served by coder-cpu@ubuntu-box, vision by vision-cpu@ubuntu-box"));
+    let skipped = at(
+        &text,
+        &[
+            "reroute: code",
+            "coder-gpu@gpu-box (breaker open, skipped without a connection)",
+        ],
+    );
     assert!(away < refused && refused < trip && trip < skipped, "{text}");
     // Its first probe finds it still away: backoff. After it is back, a probe closes it.
     let probe = at(&text, &["gpu-box HALF-OPEN: cooldown of 4s passed"]);
-    let still_away = at(&text, &["gpu-box OPEN again, probe failed: connection refused", "backs off to 8s"]);
+    let still_away = at(
+        &text,
+        &["gpu-box OPEN again, probe failed: connection refused; cooldown backs off to 8s"],
+    );
     let back = at(&text, &["story: gpu-box is back"]);
     let closed = at(&text, &["gpu-box CLOSED: probe succeeded"]);
-    assert!(skipped < probe && probe < still_away && still_away < back && back < closed, "{text}");
+    assert!(
+        skipped < probe && probe < still_away && still_away < back && back < closed,
+        "{text}"
+    );
     // The hard freeze: hung requests fall back, the breaker trips, a probe closes it.
     let freeze = at(&text, &["story: gpu-box hard-freezes"]);
-    let hung = at(&text, &["reroute:", "gpu-box (no answer, liveness check failed)"]);
-    let hung_trip = at(&text, &["gpu-box OPEN after 3 failures", "liveness check failed"]);
+    let hung = at(
+        &text,
+        &["reroute:", "gpu-box (no answer, liveness check failed)"],
+    );
+    let hung_trip = at(
+        &text,
+        &["gpu-box OPEN after 3 failures in a row, last: timeout after 1s (liveness check failed)"],
+    );
     let power_cycled = at(&text, &["story: gpu-box is power-cycled"]);
     let hung_closed = lines_with(&text, &["gpu-box CLOSED: probe succeeded"]);
     assert_eq!(hung_closed.len(), 2, "{text}");
-    assert!(closed < freeze && freeze < hung && hung < hung_trip && hung_trip < power_cycled, "{text}");
+    assert!(
+        closed < freeze && freeze < hung && hung < hung_trip && hung_trip < power_cycled,
+        "{text}"
+    );
     // The CPU box fills its disk: HTTP 500s, a trip, summaries served by the small model.
     let disk = at(&text, &["story: ubuntu-box fills its disk"]);
-    let http500 = at(&text, &["ubuntu-box OPEN after 3 failures", "HTTP 500"]);
+    let http500 = at(
+        &text,
+        &["ubuntu-box OPEN after 3 failures in a row, last: HTTP 500"],
+    );
     assert!(lines_with(&text, &["ubuntu-box OPEN after 3 failures"])[0]
         .contains("summarize now served by small@local"));
     let cleaned = at(&text, &["story: ubuntu-box: disk cleaned up"]);
     let cpu_probe = at(&text, &["ubuntu-box HALF-OPEN"]);
     let cpu_closed = at(&text, &["ubuntu-box CLOSED: probe succeeded"]);
-    assert!(power_cycled < disk && disk < http500 && http500 < cleaned, "{text}");
+    assert!(
+        power_cycled < disk && disk < http500 && http500 < cleaned,
+        "{text}"
+    );
     assert!(cleaned < cpu_probe && cpu_probe < cpu_closed, "{text}");
     // And the summary.
     let end = at(&text, &["Summary after"]);
     assert!(cpu_closed < end, "{text}");
-    assert!(text.contains(&format!("labrouter saved {} wasted attempts", s.saved())), "{text}");
+    assert!(
+        text.contains(&format!("labrouter saved {} wasted attempts", s.saved())),
+        "{text}"
+    );
     assert!(text.contains("failed           0"), "{text}");
-    assert!(text.trim_end().ends_with(&format!("0 of {} tasks failed.", s.sent)), "{text}");
+    assert!(
+        text.trim_end()
+            .ends_with(&format!("0 of {} tasks failed.", s.sent)),
+        "{text}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -88,13 +136,34 @@ async fn dead_machines_get_far_fewer_attempts_than_a_retrying_client_would_send(
     let gpu = &s.machines[0];
     let cpu = &s.machines[1];
     let local = &s.machines[2];
-    assert_eq!((gpu.name.as_str(), cpu.name.as_str()), ("gpu-box", "ubuntu-box"));
-    assert_eq!((gpu.trips, gpu.failed_probes, gpu.recoveries), (2, 1, 2), "{text}");
-    assert_eq!((cpu.trips, cpu.failed_probes, cpu.recoveries), (1, 0, 1), "{text}");
-    assert_eq!((local.trips, local.tasks_while_down, local.attempts_while_down), (0, 0, 0));
+    assert_eq!(
+        (gpu.name.as_str(), cpu.name.as_str()),
+        ("gpu-box", "ubuntu-box")
+    );
+    assert_eq!(
+        (gpu.trips, gpu.failed_probes, gpu.recoveries),
+        (2, 1, 2),
+        "{text}"
+    );
+    assert_eq!(
+        (cpu.trips, cpu.failed_probes, cpu.recoveries),
+        (1, 0, 1),
+        "{text}"
+    );
+    assert_eq!(
+        (
+            local.trips,
+            local.tasks_while_down,
+            local.attempts_while_down
+        ),
+        (0, 0, 0)
+    );
     for m in [gpu, cpu] {
         assert!(m.tasks_while_down > 5, "{m:?}");
-        assert!(m.attempts_while_down >= 3, "it takes 3 failures to trip: {m:?}");
+        assert!(
+            m.attempts_while_down >= 3,
+            "it takes 3 failures to trip: {m:?}"
+        );
         assert!(
             m.attempts_while_down * 3 < m.retry3_attempts(),
             "far below a retry-3 client: {m:?}\n{text}"
@@ -110,7 +179,15 @@ async fn dead_machines_get_far_fewer_attempts_than_a_retrying_client_would_send(
 async fn a_speed_out_of_range_is_refused_before_anything_starts() {
     for speed in [0.0, 100.0, f64::NAN] {
         let mut out = Vec::new();
-        let err = run(&Options { speed, progress: false }, &mut out).await.unwrap_err();
+        let err = run(
+            &Options {
+                speed,
+                progress: false,
+            },
+            &mut out,
+        )
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("--speed"), "{err}");
         assert!(out.is_empty());
     }
@@ -119,11 +196,20 @@ async fn a_speed_out_of_range_is_refused_before_anything_starts() {
 #[tokio::test(start_paused = true)]
 async fn twice_the_speed_tells_the_same_story_in_half_the_time() {
     let mut out = Vec::new();
-    let opts = Options { speed: 2.0, progress: true };
+    let opts = Options {
+        speed: 2.0,
+        progress: true,
+    };
     let s = run(&opts, &mut out).await.expect("demo ran");
     let text = String::from_utf8(out).unwrap();
     assert_eq!(s.failed, 0, "{text}");
     assert!(s.elapsed.as_secs_f64() < 20.0, "{:?}", s.elapsed);
-    assert!(text.contains("gpu-box HALF-OPEN: cooldown of 2s passed"), "{text}");
-    assert!(text.contains("\r\x1b[K"), "the progress line is drawn when asked for");
+    assert!(
+        text.contains("gpu-box HALF-OPEN: cooldown of 2s passed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\r\x1b[K"),
+        "the progress line is drawn when asked for"
+    );
 }

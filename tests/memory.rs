@@ -388,3 +388,22 @@ async fn an_open_machine_stays_open_across_kill_9() {
         "connection refused"
     );
 }
+
+#[tokio::test]
+async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path(), "gpu-box", "open", Duration::from_secs(60));
+    {
+        // Back to schema 1, as an older labrouter left it.
+        let conn = rusqlite::Connection::open(dir.path().join(labrouter::store::FILE)).unwrap();
+        conn.execute_batch("DROP TABLE counters; PRAGMA user_version = 1;").unwrap();
+    }
+    let (store, restored) = labrouter::store::Store::open(dir.path()).unwrap();
+    drop(store);
+    assert!(matches!(&restored[..], [(m, labrouter::store::Restored::Found { .. })] if m == "gpu-box"));
+    let conn = rusqlite::Connection::open(dir.path().join(labrouter::store::FILE)).unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 2);
+    let counters: i64 = conn.query_row("SELECT COUNT(*) FROM counters", [], |r| r.get(0)).unwrap();
+    assert_eq!(counters, 0, "the new table exists");
+}

@@ -78,7 +78,7 @@ pub fn words(d: Duration) -> String {
     if ms < 1000 {
         return format!("{ms}ms");
     }
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{:.1}s", d.as_secs_f64());
     }
     let s = d.as_secs();

@@ -94,13 +94,13 @@ pub fn transition(t: &Transitioned, lab: &Lab, down_for: Option<Duration>) -> St
     let cooldown = words(t.verdict.cooldown);
     match (tr.from, tr.to) {
         (Phase::Closed, Phase::Open) => format!(
-            "{m} OPEN after {} failures in a row ({}): skipped with no network for {cooldown}; {}",
+            "{m} OPEN after {} failures in a row, last: {}. Skipped with no network for {cooldown}; {}",
             tr.failures,
             tr.reason,
             reroutes(lab, m)
         ),
         (Phase::HalfOpen, Phase::Open) => format!(
-            "{m} OPEN again, {}: cooldown backs off to {cooldown}",
+            "{m} OPEN again, {}; cooldown backs off to {cooldown}",
             tr.reason
         ),
         (Phase::Open, Phase::HalfOpen) => format!(
@@ -113,7 +113,12 @@ pub fn transition(t: &Transitioned, lab: &Lab, down_for: Option<Duration>) -> St
                 .unwrap_or_default();
             format!("{m} CLOSED: {}; back in service{after}", tr.reason)
         }
-        (from, to) => format!("{m} {} -> {}: {}", phase_word(from), phase_word(to), tr.reason),
+        (from, to) => format!(
+            "{m} {} -> {}: {}",
+            phase_word(from),
+            phase_word(to),
+            tr.reason
+        ),
     }
 }
 
@@ -141,9 +146,13 @@ fn reroutes(lab: &Lab, machine: &str) -> String {
             let at = reg.models[m].machine;
             at != mi && !open(at)
         });
-        let verb = if parts.is_empty() { "now served by " } else { "" };
+        let verb = if parts.is_empty() {
+            "now served by"
+        } else {
+            "by"
+        };
         parts.push(match next {
-            Some(&m) => format!("{} {verb}{}", route.name, reg.target_name(m)),
+            Some(&m) => format!("{} {verb} {}", route.name, reg.target_name(m)),
             None => format!("{} has nothing left to serve it", route.name),
         });
     }
@@ -199,13 +208,18 @@ impl fmt::Display for Summary {
         writeln!(f)?;
         writeln!(
             f,
-            "  {:<11} {:>5} {:>13} {:>16} {:>19} {:>15}",
-            "machine", "trips", "failed probes", "tasks while down", "attempts while down", "retry-3 client"
+            "  {:<11} {:>5} {:>13} {:>16} {:>21} {:>15}",
+            "machine",
+            "trips",
+            "failed probes",
+            "tasks while down",
+            "sent to it while down",
+            "retry-3 client"
         )?;
         for m in &self.machines {
             writeln!(
                 f,
-                "  {:<11} {:>5} {:>13} {:>16} {:>19} {:>15}",
+                "  {:<11} {:>5} {:>13} {:>16} {:>21} {:>15}",
                 m.name,
                 m.trips,
                 m.failed_probes,
@@ -214,18 +228,22 @@ impl fmt::Display for Summary {
                 m.retry3_attempts()
             )?;
         }
+        let sum = |g: fn(&super::MachineSummary) -> u64| self.machines.iter().map(g).sum::<u64>();
         writeln!(f)?;
         writeln!(
             f,
-            "  \"attempts while down\": requests labrouter sent to a machine during its outage \
-             (probes included; {} of them reached it,",
-            self.machines.iter().map(|m| m.reached_while_down).sum::<u64>()
+            "  While machines were down, labrouter sent them {} requests: the failures that tripped",
+            sum(|m| m.attempts_while_down)
         )?;
         writeln!(
             f,
-            "  refused connections reach nothing). A client retrying each task 3 times on its \
-             machine would have sent {}.",
-            self.machines.iter().map(|m| m.retry3_attempts()).sum::<u64>()
+            "  each breaker, then one probe per cooldown ({} reached a machine; a refused connection",
+            sum(|m| m.reached_while_down)
+        )?;
+        writeln!(
+            f,
+            "  reaches nothing). A client retrying each task 3 times would have sent {}.",
+            sum(|m| m.retry3_attempts())
         )?;
         write!(
             f,

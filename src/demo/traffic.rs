@@ -75,13 +75,13 @@ const PIXEL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAA
 fn body(kind: Kind, n: u64) -> (Value, bool) {
     let pick = |list: &[&'static str]| list[(n / MIX.len() as u64) as usize % list.len()];
     let (content, stream) = match kind {
-        Kind::Code => (json!(pick(&CODE)), n % 2 == 0),
+        Kind::Code => (json!(pick(&CODE)), n.is_multiple_of(2)),
         Kind::Vision => (
             json!([{"type": "text", "text": pick(&VISION)},
                    {"type": "image_url", "image_url": {"url": PIXEL}}]),
             false,
         ),
-        Kind::Summarize => (json!(pick(&SUMMARIZE)), n % 2 == 1),
+        Kind::Summarize => (json!(pick(&SUMMARIZE)), !n.is_multiple_of(2)),
         Kind::Chat => (json!(pick(&CHAT)), false),
     };
     let body = json!({"model": "auto", "stream": stream,
@@ -137,7 +137,11 @@ impl Traffic {
             url: format!("{router}/v1/chat/completions"),
             sent: AtomicU64::new(0),
             first,
-            down: reg.machines.iter().map(|_| AtomicBool::new(false)).collect(),
+            down: reg
+                .machines
+                .iter()
+                .map(|_| AtomicBool::new(false))
+                .collect(),
             tasks_while_down: reg.machines.iter().map(|_| AtomicU64::new(0)).collect(),
         })
     }

@@ -49,7 +49,11 @@ pub enum Alert {
     /// A breaker opened (a trip, or opened by hand).
     Opened { change: Change, by_hand: bool },
     /// Still open after `cycles` cooldowns.
-    Page { change: Change, since: SystemTime, cycles: u32 },
+    Page {
+        change: Change,
+        since: SystemTime,
+        cycles: u32,
+    },
     /// Closed again after a page.
     Recovered { change: Change, since: SystemTime },
     /// 401/403: paused until a reload or a reset.
@@ -99,20 +103,35 @@ impl Alerts {
         match (c.from.as_str(), c.to.as_str()) {
             (_, "closed") => {
                 let outage = self.outages.remove(&c.machine)?;
-                outage.paged.then_some(Alert::Recovered { change, since: outage.since })
+                outage.paged.then_some(Alert::Recovered {
+                    change,
+                    since: outage.since,
+                })
             }
             (_, "auth_failed") => {
-                self.outages.entry(c.machine.clone()).or_insert(Outage { since: c.at, cycles: 0, paged: false });
+                self.outages.entry(c.machine.clone()).or_insert(Outage {
+                    since: c.at,
+                    cycles: 0,
+                    paged: false,
+                });
                 Some(Alert::AuthFailed { change })
             }
             ("half_open", "open") => {
                 // Without a known outage (we started while it was open), it begins here.
                 let page_after = self.page_after_cycles;
-                let o = self.outages.entry(c.machine.clone()).or_insert(Outage { since: c.at, cycles: 0, paged: false });
+                let o = self.outages.entry(c.machine.clone()).or_insert(Outage {
+                    since: c.at,
+                    cycles: 0,
+                    paged: false,
+                });
                 o.cycles += 1;
                 if o.cycles >= page_after && !o.paged {
                     o.paged = true;
-                    return Some(Alert::Page { change, since: o.since, cycles: o.cycles });
+                    return Some(Alert::Page {
+                        change,
+                        since: o.since,
+                        cycles: o.cycles,
+                    });
                 }
                 None
             }
@@ -120,9 +139,17 @@ impl Alerts {
                 if self.outages.contains_key(&c.machine) {
                     return None;
                 }
-                self.outages.insert(c.machine.clone(), Outage { since: c.at, cycles: 0, paged: false });
+                self.outages.insert(
+                    c.machine.clone(),
+                    Outage {
+                        since: c.at,
+                        cycles: 0,
+                        paged: false,
+                    },
+                );
                 let by_hand = c.to == "forced_open";
-                self.alert_on_trip.then_some(Alert::Opened { change, by_hand })
+                self.alert_on_trip
+                    .then_some(Alert::Opened { change, by_hand })
             }
             _ => None,
         }
@@ -141,7 +168,9 @@ pub struct Fallback {
 /// The fallbacks of every route that uses `machine`; `down(i)` says whether machine `i`'s
 /// breaker is not closed.
 pub fn fallbacks(reg: &Registry, machine: &str, down: impl Fn(usize) -> bool) -> Vec<Fallback> {
-    let Some(mi) = reg.machine_index(machine) else { return Vec::new() };
+    let Some(mi) = reg.machine_index(machine) else {
+        return Vec::new();
+    };
     reg.routes
         .iter()
         .filter_map(|r| {
@@ -151,14 +180,21 @@ pub fn fallbacks(reg: &Registry, machine: &str, down: impl Fn(usize) -> bool) ->
                 .filter(|&&m| reg.models[m].machine != mi)
                 .map(|&m| (reg.target_name(m), down(reg.models[m].machine)))
                 .collect();
-            Some(Fallback { route: r.name.clone(), to })
+            Some(Fallback {
+                route: r.name.clone(),
+                to,
+            })
         })
         .collect()
 }
 
 fn clock(t: SystemTime, tz: &TimeZone) -> String {
     Timestamp::try_from(t)
-        .map(|ts| ts.to_zoned_datetime(tz.clone()).strftime("%H:%M:%S").to_string())
+        .map(|ts| {
+            ts.to_zoned_datetime(tz.clone())
+                .strftime("%H:%M:%S")
+                .to_string()
+        })
         .unwrap_or_else(|_| "?".into())
 }
 
@@ -184,13 +220,22 @@ fn fallback_line(machine: &str, fbs: &[Fallback]) -> Option<String> {
         .iter()
         .map(|f| {
             if f.to.is_empty() {
-                format!("{} → nothing: its requests fail until {} is back", bold(&f.route), escape(machine))
+                format!(
+                    "{} → nothing: its requests fail until {} is back",
+                    bold(&f.route),
+                    escape(machine)
+                )
             } else {
-                let to: Vec<String> = f
-                    .to
-                    .iter()
-                    .map(|(t, down)| if *down { format!("{} (down too)", escape(t)) } else { escape(t) })
-                    .collect();
+                let to: Vec<String> =
+                    f.to.iter()
+                        .map(|(t, down)| {
+                            if *down {
+                                format!("{} (down too)", escape(t))
+                            } else {
+                                escape(t)
+                            }
+                        })
+                        .collect();
                 format!("{} → {}", bold(&f.route), to.join(", "))
             }
         })
@@ -210,13 +255,24 @@ pub fn render(alert: &Alert, fallbacks: &[Fallback], tz: &TimeZone) -> String {
             } else {
                 lines.push(format!("🔴 {} is down: breaker opened", bold(m)));
                 let n = change.failures;
-                let count = if n > 1 { format!(" ({n} failures in a row)") } else { String::new() };
+                let count = if n > 1 {
+                    format!(" ({n} failures in a row)")
+                } else {
+                    String::new()
+                };
                 lines.push(format!("Why: {}{count}", escape(&change.reason)));
             }
             lines.extend(next_probe(change, tz));
         }
-        Alert::Page { change, since: from, cycles } => {
-            lines.push(format!("🚨 {} is STILL DOWN after {cycles} cooldowns", bold(m)));
+        Alert::Page {
+            change,
+            since: from,
+            cycles,
+        } => {
+            lines.push(format!(
+                "🚨 {} is STILL DOWN after {cycles} cooldowns",
+                bold(m)
+            ));
             lines.push(format!(
                 "Open since {} ({}); last: {}",
                 clock(*from, tz),
@@ -225,8 +281,15 @@ pub fn render(alert: &Alert, fallbacks: &[Fallback], tz: &TimeZone) -> String {
             ));
             lines.extend(next_probe(change, tz));
         }
-        Alert::Recovered { change, since: from } => {
-            lines.push(format!("🟢 {} is back: breaker closed after {} open", bold(m), human(since(*from, change.at))));
+        Alert::Recovered {
+            change,
+            since: from,
+        } => {
+            lines.push(format!(
+                "🟢 {} is back: breaker closed after {} open",
+                bold(m),
+                human(since(*from, change.at))
+            ));
             lines.push(format!("Why: {}", escape(&change.reason)));
             return lines.join("\n");
         }

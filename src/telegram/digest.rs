@@ -6,8 +6,8 @@
 //! the same outage, not a new trip); *time open* runs from the trip to the next `closed`
 //! (or now), clipped to the last 24 h; *rejected locally* is calls the breaker or the
 //! bulkhead kept from the machine without a network call (the counter delta over the 24 h);
-//! *rerouted* adds the calls that reached the machine, failed, and moved down the chain
-//! (the failures that tripped it and the failed probes).
+//! *rerouted* counts requests this machine skipped or failed that another target then
+//! served (a counter the chain walk keeps; its delta over the 24 h, like rejections).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,6 +42,8 @@ pub struct Sample {
     pub machine: String,
     pub remote_attempts: u64,
     pub local_rejections: u64,
+    /// Requests this machine skipped or failed that another target served.
+    pub rerouted: u64,
 }
 
 /// A machine as it is now.
@@ -116,7 +118,11 @@ fn is_trip(r: &Row) -> bool {
 pub fn day(input: &Input<'_>, machine: &MachineNow) -> Day {
     let now = input.now.as_millisecond();
     let start = now - DAY_MS;
-    let rows: Vec<&Row> = input.rows.iter().filter(|r| r.machine == machine.name).collect();
+    let rows: Vec<&Row> = input
+        .rows
+        .iter()
+        .filter(|r| r.machine == machine.name)
+        .collect();
     let mut d = Day::default();
     let mut reasons: BTreeMap<String, u32> = BTreeMap::new();
     let mut down_since: Option<i64> = None;
@@ -143,36 +149,41 @@ pub fn day(input: &Input<'_>, machine: &MachineNow) -> Day {
         if is_trip(r) {
             d.trips += 1;
             *reasons.entry(r.reason.clone()).or_default() += 1;
-            d.rerouted += r.failures.max(0) as u64;
-        } else if r.from == "half_open" && r.to == "open" {
-            d.rerouted += 1; // the failed probe
         }
     }
     if let Some(since) = down_since {
         // Still down by the ledger. If the router now says closed (a stale verdict was
         // dropped at start without a row), the outage ended at the last row we have.
-        let end = if is_down(&machine.state) { now } else { rows.last().map_or(now, |r| r.at_ms) };
+        let end = if is_down(&machine.state) {
+            now
+        } else {
+            rows.last().map_or(now, |r| r.at_ms)
+        };
         close(since, end, &mut d);
     }
     let mut reasons: Vec<(String, u32)> = reasons.into_iter().collect();
     reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     d.reasons = reasons;
-    d.rejected = rejected(input, machine, start);
-    d.rerouted += d.rejected;
+    d.rejected = increase(input, machine, start, |s| s.local_rejections);
+    d.rerouted = increase(input, machine, start, |s| s.rerouted);
     d
 }
 
-/// The increase of `local_rejections` over the window, summed across restarts.
-fn rejected(input: &Input<'_>, machine: &MachineNow, start: i64) -> u64 {
-    let mut samples: Vec<&Sample> = input.samples.iter().filter(|s| s.machine == machine.name).collect();
+/// The increase of one counter over the window, summed across restarts.
+fn increase(input: &Input<'_>, machine: &MachineNow, start: i64, counter: impl Fn(&Sample) -> u64) -> u64 {
+    let mut samples: Vec<&Sample> = input
+        .samples
+        .iter()
+        .filter(|s| s.machine == machine.name)
+        .collect();
     samples.extend(machine.counters.as_ref());
     let mut prev: Option<&Sample> = samples.iter().rev().find(|s| s.at_ms <= start).copied();
     let mut total = 0u64;
     for s in samples.iter().filter(|s| s.at_ms > start) {
         total += match prev {
-            Some(p) if p.boot_ms == s.boot_ms => s.local_rejections.saturating_sub(p.local_rejections),
+            Some(p) if p.boot_ms == s.boot_ms => counter(s).saturating_sub(counter(p)),
             // A process that started inside the window counted from zero.
-            _ if s.boot_ms > start => s.local_rejections,
+            _ if s.boot_ms > start => counter(s),
             // No baseline for a process older than the window: nothing we can attribute.
             _ => 0,
         };
@@ -222,7 +233,10 @@ fn host_line(host: &Host) -> String {
     }
     let name = host.hostname.as_deref().unwrap_or("orchestrator");
     if parts.is_empty() {
-        format!("Orchestrator {}: no health figures on this platform", bold(name))
+        format!(
+            "Orchestrator {}: no health figures on this platform",
+            bold(name)
+        )
     } else {
         format!("Orchestrator {}: {}", bold(name), parts.join(", "))
     }
@@ -234,15 +248,28 @@ fn machine_paragraph(m: &MachineNow, d: &Day) -> String {
         let reasons: Vec<String> = d
             .reasons
             .iter()
-            .map(|(r, n)| if *n > 1 { format!("{} (×{n})", escape(r)) } else { escape(r) })
+            .map(|(r, n)| {
+                if *n > 1 {
+                    format!("{} (×{n})", escape(r))
+                } else {
+                    escape(r)
+                }
+            })
             .collect();
         let s = if d.trips == 1 { "" } else { "s" };
         lines.push(format!("• {} trip{s}: {}", d.trips, reasons.join("; ")));
     }
     if !d.open_total.is_zero() {
-        lines.push(format!("• open {} in all, longest {}", human(d.open_total), human(d.open_longest)));
+        lines.push(format!(
+            "• open {} in all, longest {}",
+            human(d.open_total),
+            human(d.open_longest)
+        ));
     }
-    lines.push(format!("• {} requests rerouted, {} rejected locally", d.rerouted, d.rejected));
+    lines.push(format!(
+        "• {} requests rerouted, {} rejected locally",
+        d.rerouted, d.rejected
+    ));
     lines.join("\n")
 }
 
@@ -259,7 +286,9 @@ pub fn render_with_limit(input: &Input<'_>, limit: usize) -> Vec<String> {
     let trips: u32 = days.iter().map(|(_, d)| d.trips).sum();
     let eventful: Vec<&(&MachineNow, Day)> = days
         .iter()
-        .filter(|(m, d)| d.trips > 0 || !d.open_total.is_zero() || is_down(&m.state) || d.rejected > 0)
+        .filter(|(m, d)| {
+            d.trips > 0 || !d.open_total.is_zero() || is_down(&m.state) || d.rejected > 0
+        })
         .collect();
     let month = most_tripped(input);
     let host = host_line(input.host);

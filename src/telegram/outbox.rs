@@ -48,7 +48,9 @@ impl Default for Policy {
 /// `max`, scaled by `jitter` in `[0, 1)` into its upper half, so many routers (or many
 /// restarts) do not retry in lockstep and the delay never collapses to zero.
 pub fn backoff(attempt: u32, base: Duration, max: Duration, jitter: f64) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20)).min(max);
+    let exp = base
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
+        .min(max);
     exp.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
 }
 
@@ -56,7 +58,11 @@ pub fn backoff(attempt: u32, base: Duration, max: Duration, jitter: f64) -> Dura
 fn jitter() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -76,7 +82,12 @@ pub struct Message {
 
 impl Message {
     pub fn new(what: &'static str, text: String) -> Message {
-        Message { text, what, queued: Instant::now(), remember: None }
+        Message {
+            text,
+            what,
+            queued: Instant::now(),
+            remember: None,
+        }
     }
 }
 
@@ -101,7 +112,10 @@ impl Outbox {
                 false
             }
             Err(mpsc::error::TrySendError::Closed(m)) => {
-                tracing::warn!(what = m.what, "telegram sender has stopped: message dropped");
+                tracing::warn!(
+                    what = m.what,
+                    "telegram sender has stopped: message dropped"
+                );
                 false
             }
         }
@@ -147,7 +161,11 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     pub fn new(bot: Bot, chat: i64, redactor: Redactor) -> Client {
-        Client { bot, chat: ChatId(chat), redactor }
+        Client {
+            bot,
+            chat: ChatId(chat),
+            redactor,
+        }
     }
 
     pub fn redactor(&self) -> &Redactor {
@@ -156,7 +174,11 @@ impl Client {
 
     /// One attempt at one message.
     pub async fn send(&self, text: &str) -> Result<(), SendError> {
-        let sent = self.bot.send_message(self.chat, text).parse_mode(ParseMode::Html).await;
+        let sent = self
+            .bot
+            .send_message(self.chat, text)
+            .parse_mode(ParseMode::Html)
+            .await;
         sent.map(|_| ()).map_err(|e| self.classify(e))
     }
 
@@ -196,7 +218,12 @@ pub async fn deliver(client: &Client, msg: &Message, policy: &Policy) -> bool {
     loop {
         let age = msg.queued.elapsed();
         if age > policy.max_age {
-            tracing::warn!(what = msg.what, age_s = age.as_secs(), failures, "telegram message older than a day: dropped unsent");
+            tracing::warn!(
+                what = msg.what,
+                age_s = age.as_secs(),
+                failures,
+                "telegram message older than a day: dropped unsent"
+            );
             return false;
         }
         let delay = match client.send(&msg.text).await {
@@ -205,7 +232,11 @@ pub async fn deliver(client: &Client, msg: &Message, policy: &Policy) -> bool {
                 return true;
             }
             Err(SendError::RetryAfter(wait)) => {
-                tracing::warn!(what = msg.what, retry_after_s = wait.as_secs(), "telegram rate limit: waiting as asked");
+                tracing::warn!(
+                    what = msg.what,
+                    retry_after_s = wait.as_secs(),
+                    "telegram rate limit: waiting as asked"
+                );
                 wait
             }
             Err(SendError::Permanent(e)) => {

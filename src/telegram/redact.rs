@@ -109,7 +109,8 @@ mod tests {
     #[test]
     fn the_token_goes_in_every_spelling() {
         let r = Redactor::new("123456:ABC-def_9");
-        let line = "error sending request for url (http://127.0.0.1:1/bot123456:ABC-def_9/SendMessage): \
+        let line =
+            "error sending request for url (http://127.0.0.1:1/bot123456:ABC-def_9/SendMessage): \
                     token=123456%3AABC-def_9";
         let clean = r.redact(line);
         assert!(!clean.contains("ABC-def_9"), "{clean}");

@@ -22,7 +22,10 @@ pub const SKIP_IF_SENT_WITHIN: Duration = Duration::from_secs(2 * 3600);
 /// The slot on `date`: `at` (hour, minute) local time in `tz`.
 fn slot_on(date: Date, at: (u8, u8), tz: &TimeZone) -> Option<Timestamp> {
     let dt = date.at(at.0 as i8, at.1 as i8, 0, 0);
-    tz.to_ambiguous_zoned_datetime(dt).compatible().ok().map(|z| z.timestamp())
+    tz.to_ambiguous_zoned_datetime(dt)
+        .compatible()
+        .ok()
+        .map(|z| z.timestamp())
 }
 
 /// The first slot strictly after `now`.
@@ -64,9 +67,15 @@ pub fn previous_send(now: Timestamp, at: (u8, u8), tz: &TimeZone) -> Timestamp {
 /// Whether a digest is due at start: the last one is over 24 h old and a slot passed since
 /// it (the router was down at `digest_at`). Never at the very first start (`None`): a fresh
 /// install waits for its first slot.
-pub fn catch_up_due(last_sent: Option<Timestamp>, now: Timestamp, at: (u8, u8), tz: &TimeZone) -> bool {
+pub fn catch_up_due(
+    last_sent: Option<Timestamp>,
+    now: Timestamp,
+    at: (u8, u8),
+    tz: &TimeZone,
+) -> bool {
     let Some(last) = last_sent else { return false };
-    let old = now.duration_since(last) > jiff::SignedDuration::try_from(CATCH_UP_AFTER).unwrap_or_default();
+    let old = now.duration_since(last)
+        > jiff::SignedDuration::try_from(CATCH_UP_AFTER).unwrap_or_default();
     old && previous_send(now, at, tz) > last
 }
 

@@ -113,14 +113,19 @@ mod tests {
 
     #[test]
     fn split_keeps_lines_whole_and_under_the_limit() {
-        let paras: Vec<String> = (0..50).map(|i| format!("<b>m{i}</b>\nline one\nline two")).collect();
+        let paras: Vec<String> = (0..50)
+            .map(|i| format!("<b>m{i}</b>\nline one\nline two"))
+            .collect();
         let msgs = split(&paras, 100);
         assert!(msgs.len() > 1);
         for m in &msgs {
             assert!(m.chars().count() <= 100, "{m}");
             assert_eq!(m.matches("<b>").count(), m.matches("</b>").count());
         }
-        let long = vec![(0..40).map(|i| format!("row {i}")).collect::<Vec<_>>().join("\n")];
+        let long = vec![(0..40)
+            .map(|i| format!("row {i}"))
+            .collect::<Vec<_>>()
+            .join("\n")];
         for m in split(&long, 50) {
             assert!(m.chars().count() <= 50);
         }

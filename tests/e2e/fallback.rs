@@ -183,3 +183,17 @@ async fn model_404_is_not_counted_and_falls_back() {
     assert_eq!(t.work(), (5, 5, 0));
     assert_eq!(t.state("gpu-box"), "closed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn rerouted_counts_requests_another_machine_served() {
+    let t = TestLab::start().await;
+    t.gpu.set(Fault::Refuse);
+    for _ in 0..5 {
+        t.chat("code", "hello").await;
+    }
+    t.cpu.set(Fault::Refuse);
+    t.local.set(Fault::Refuse);
+    t.chat("code", "hello").await; // nothing serves: no machine was rerouted around
+    let snap = |i| t.lab.machines.snapshot(i).rerouted;
+    assert_eq!((snap(0), snap(1), snap(2)), (5, 0, 0));
+}

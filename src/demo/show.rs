@@ -1,0 +1,264 @@
+//! The demo while it plays: the story's steps on the clock, transitions and finished tasks
+//! narrated as they come, and the counts the summary is made of.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::Instant;
+
+use super::narrate::{self, Narrator};
+use super::setup::{self, scaled, Act, Step};
+use super::traffic::{Done, Traffic};
+use super::{DemoError, MachineSummary, Summary};
+use crate::breaker::Phase;
+use crate::lab::Lab;
+use crate::machines::Transitioned;
+use crate::sim::{Fault, Sim};
+
+/// One machine's counts as the story goes.
+#[derive(Debug, Default)]
+struct Tally {
+    trips: u32,
+    failed_probes: u32,
+    recoveries: u32,
+    /// When it tripped (for "back in service after").
+    opened_at: Option<Instant>,
+    /// `remote_attempts` and sim work hits when the current outage began.
+    base: Option<(u64, u64)>,
+    attempts_while_down: u64,
+    reached_while_down: u64,
+}
+
+/// The demo while it plays.
+pub struct Show<'a> {
+    speed: f64,
+    start: Instant,
+    lab: Arc<Lab>,
+    sims: &'a [Sim; 3],
+    traffic: Arc<Traffic>,
+    narrator: Narrator<'a>,
+    served: u64,
+    rerouted: u64,
+    failed: u64,
+    tallies: Vec<Tally>,
+    /// Kinds of reroute already told since the last transition (route, skipped).
+    seen: HashSet<(&'static str, String)>,
+}
+
+impl<'a> Show<'a> {
+    pub fn new(
+        speed: f64,
+        start: Instant,
+        lab: Arc<Lab>,
+        sims: &'a [Sim; 3],
+        traffic: Arc<Traffic>,
+        narrator: Narrator<'a>,
+    ) -> Self {
+        let tallies = lab
+            .registry
+            .machines
+            .iter()
+            .map(|_| Tally::default())
+            .collect();
+        Show {
+            speed,
+            start,
+            lab,
+            sims,
+            traffic,
+            narrator,
+            served: 0,
+            rerouted: 0,
+            failed: 0,
+            tallies,
+            seen: HashSet::new(),
+        }
+    }
+
+    pub fn narrator(&mut self) -> &mut Narrator<'a> {
+        &mut self.narrator
+    }
+
+    pub async fn play(
+        &mut self,
+        transitions: &mut broadcast::Receiver<Transitioned>,
+        done: &mut mpsc::UnboundedReceiver<Done>,
+        stop: &watch::Sender<bool>,
+    ) -> Result<(), DemoError> {
+        let mut steps = setup::story().into_iter();
+        let mut next = steps.next();
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let mut hub_open = true;
+        loop {
+            let at = next.as_ref().map(|s| self.start + scaled(s.at, self.speed));
+            tokio::select! {
+                // Transitions first: a task's Done is sent after the transition it caused.
+                biased;
+                t = transitions.recv(), if hub_open => match t {
+                    Ok(t) => self.on_transition(&t)?,
+                    Err(RecvError::Lagged(n)) => self.narrator.say(&format!("({n} transitions not narrated)"))?,
+                    Err(RecvError::Closed) => hub_open = false,
+                },
+                d = done.recv() => match d {
+                    Some(d) => self.on_done(d)?,
+                    // Every worker has stopped: the story is over.
+                    None => break,
+                },
+                () = tokio::time::sleep_until(at.unwrap_or_else(Instant::now)), if at.is_some() => {
+                    if let Some(step) = next.take() {
+                        self.on_step(step, stop)?;
+                    }
+                    next = steps.next();
+                }
+                _ = tick.tick() => self.draw()?,
+            }
+        }
+        while let Ok(t) = transitions.try_recv() {
+            self.on_transition(&t)?;
+        }
+        self.narrator.done()?;
+        Ok(())
+    }
+
+    fn machine(&self, name: &str) -> Option<usize> {
+        self.lab.registry.machine_index(name)
+    }
+
+    fn on_step(&mut self, step: Step, stop: &watch::Sender<bool>) -> Result<(), DemoError> {
+        self.narrator.say(&format!("story: {}", step.line))?;
+        match step.act {
+            Act::Break(s, fault) => {
+                let sim = &self.sims[s];
+                if let Some(i) = self.machine(sim.name()) {
+                    let attempts = self.lab.machines.snapshot(i).remote_attempts;
+                    self.tallies[i].base = Some((attempts, sim.work_hits()));
+                    self.traffic.down[i].store(true, Ordering::Relaxed);
+                }
+                sim.set(fault);
+            }
+            Act::Fix(s) => {
+                let sim = &self.sims[s];
+                sim.set(Fault::Ok);
+                if let Some(i) = self.machine(sim.name()) {
+                    self.traffic.down[i].store(false, Ordering::Relaxed);
+                    let attempts = self.lab.machines.snapshot(i).remote_attempts;
+                    let tally = &mut self.tallies[i];
+                    if let Some((a, h)) = tally.base.take() {
+                        tally.attempts_while_down += attempts.saturating_sub(a);
+                        tally.reached_while_down += sim.work_hits().saturating_sub(h);
+                    }
+                }
+            }
+            Act::End => {
+                let _ = stop.send(true);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_transition(&mut self, t: &Transitioned) -> Result<(), DemoError> {
+        let mut down_for = None;
+        if let Some(i) = self.machine(&t.machine) {
+            let tally = &mut self.tallies[i];
+            match (t.transition.from, t.transition.to) {
+                (Phase::Closed, Phase::Open) => {
+                    tally.trips += 1;
+                    tally.opened_at = Some(Instant::now());
+                }
+                (Phase::HalfOpen, Phase::Open) => tally.failed_probes += 1,
+                (_, Phase::Closed) => {
+                    tally.recoveries += 1;
+                    down_for = tally.opened_at.take().map(|at| at.elapsed());
+                }
+                _ => {}
+            }
+        }
+        self.seen.clear();
+        let line = narrate::transition(t, &self.lab, down_for);
+        self.narrator.say(&line)?;
+        Ok(())
+    }
+
+    fn on_done(&mut self, d: Done) -> Result<(), DemoError> {
+        match &d.outcome {
+            Ok(s) => {
+                self.served += 1;
+                if s.rerouted {
+                    self.rerouted += 1;
+                    if self.seen.insert((d.kind.route(), s.skipped.clone())) {
+                        self.narrator.say(&narrate::reroute(&d, s))?;
+                    }
+                }
+            }
+            Err(why) => {
+                self.failed += 1;
+                self.narrator
+                    .say(&format!("task #{} ({}) FAILED: {why}", d.n, d.kind.route()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The live line: counts, and the machines whose breaker is not closed. Kept under 80
+    /// columns, since `\r` cannot rewrite a line the terminal has wrapped.
+    fn draw(&mut self) -> Result<(), DemoError> {
+        let lab = &self.lab;
+        let held: Vec<String> = (0..lab.machines.len())
+            .filter(|&i| lab.machines.phase(i) != Phase::Closed)
+            .map(|i| {
+                format!(
+                    "{} {}",
+                    lab.registry.machines[i].name,
+                    lab.machines.phase(i)
+                )
+            })
+            .collect();
+        let breakers = match held.is_empty() {
+            true => "all closed".to_string(),
+            false => held.join(", "),
+        };
+        let line = format!(
+            "  {:>4.1}s  sent {}  served {}  rerouted {}  failed {} | {breakers}",
+            self.start.elapsed().as_secs_f64(),
+            self.traffic.sent(),
+            self.served,
+            self.rerouted,
+            self.failed,
+        );
+        let line: String = line.chars().take(79).collect();
+        self.narrator.progress(&line)?;
+        Ok(())
+    }
+
+    pub fn summary(&self, elapsed: Duration) -> Summary {
+        let machines = self
+            .lab
+            .registry
+            .machines
+            .iter()
+            .zip(&self.tallies)
+            .enumerate()
+            .map(|(i, (m, t))| MachineSummary {
+                name: m.name.clone(),
+                trips: t.trips,
+                failed_probes: t.failed_probes,
+                recoveries: t.recoveries,
+                tasks_while_down: self.traffic.tasks_while_down[i].load(Ordering::Relaxed),
+                attempts_while_down: t.attempts_while_down,
+                reached_while_down: t.reached_while_down,
+            })
+            .collect();
+        Summary {
+            elapsed,
+            sent: self.traffic.sent(),
+            served: self.served,
+            rerouted: self.rerouted,
+            failed: self.failed,
+            machines,
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The live side: the task that turns breaker transitions into alerts, and the task that
+//! keeps the digest schedule (catch-up at start, then every `digest_at`) and writes counter
+//! samples. Both only read the lab and push to the [`Outbox`]: nothing here can hold up a
+//! request.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use super::digest::{MachineNow, Sample};
+use super::gather::render_from_store;
+use super::outbox::{Message, Outbox};
+use super::{alerts, schedule, Clock, Options, Settings, LAST_DIGEST};
+use crate::breaker::Phase;
+use crate::machines::Transitioned;
+use crate::service::Service;
+use crate::store::{self, Msg};
+
+/// Turns every breaker transition into at most one message ([`alerts::Alerts`] decides);
+/// the fallback line reads the registry serving now, so a reload shows in the next alert.
+pub(super) async fn alert_loop(
+    svc: Arc<Service>,
+    s: Settings,
+    mut rx: broadcast::Receiver<Transitioned>,
+    outbox: Outbox,
+) {
+    let mut alerts = alerts::Alerts::new(s.alert_on_trip, s.page_after_cycles);
+    loop {
+        let t = match rx.recv().await {
+            Ok(t) => t,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    missed = n,
+                    "telegram alerts fell behind the breaker transitions"
+                );
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(alert) = alerts.on(&alerts::Change::from(&t)) else {
+            continue;
+        };
+        let lab = svc.lab();
+        let fbs = alerts::fallbacks(&lab.registry, alert.machine(), |i| {
+            lab.machines.phase(i) != Phase::Closed
+        });
+        let what = match alert {
+            alerts::Alert::Page { .. } => "page",
+            _ => "alert",
+        };
+        outbox.push(Message::new(what, alerts::render(&alert, &fbs, &s.tz)));
+    }
+}
+
+/// Catches up a missed digest at start, then sends one per slot. It reads the wall clock
+/// every `tick` rather than sleeping a whole day, so a suspended host or a changed clock is
+/// noticed; counters are sampled every `sample_every` for the digest's per-day counts.
+pub(super) async fn digest_loop(
+    svc: Arc<Service>,
+    s: Settings,
+    opts: Options,
+    outbox: Outbox,
+    boot_ms: i64,
+) {
+    let path = svc.store().map(|st| st.path().to_path_buf());
+    let last = match &path {
+        Some(p) => last_digest(p.clone()).await,
+        None => None,
+    };
+    let now = opts.clock.now();
+    let mut last_sent = last;
+    sample(&svc, &opts.clock, boot_ms);
+    if schedule::catch_up_due(last, now, s.digest_at, &s.tz) {
+        tracing::info!(last = ?last, "the router was down at the last digest time: sending the digest now");
+        queue_digest(&svc, &s, &opts.clock, &outbox, boot_ms, path.as_deref()).await;
+        last_sent = Some(now);
+    }
+    let mut next = schedule::next_send(now, s.digest_at, &s.tz);
+    let mut next_sample = Instant::now() + opts.sample_every;
+    loop {
+        let now = opts.clock.now();
+        if now >= next {
+            if schedule::slot_sends(last_sent, next) {
+                queue_digest(&svc, &s, &opts.clock, &outbox, boot_ms, path.as_deref()).await;
+                last_sent = Some(now);
+            } else {
+                tracing::info!("digest slot skipped: a catch-up digest went out shortly before");
+            }
+            next = schedule::next_send(now, s.digest_at, &s.tz);
+        }
+        if Instant::now() >= next_sample {
+            sample(&svc, &opts.clock, boot_ms);
+            next_sample = Instant::now() + opts.sample_every;
+        }
+        let wait = schedule::sleep_for(now, next, opts.tick)
+            .min(next_sample.saturating_duration_since(Instant::now()));
+        tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
+    }
+}
+
+/// Writes the live counters of every machine to the store (for the digest's counts).
+fn sample(svc: &Service, clock: &Clock, boot_ms: i64) {
+    let Some(st) = svc.store() else { return };
+    let lab = svc.lab();
+    let machines = (0..lab.machines.len())
+        .map(|i| {
+            let s = lab.machines.snapshot(i);
+            (s.name, s.remote_attempts, s.local_rejections, s.rerouted)
+        })
+        .collect();
+    let _ = st.sender().send(Msg::Counters {
+        at_ms: clock.now().as_millisecond(),
+        boot_ms,
+        machines,
+    });
+}
+
+/// When the last digest was delivered, from the store's `meta`; `None` on a fresh store
+/// (and on a read error, logged: a missed catch-up is better than a failed start).
+async fn last_digest(path: PathBuf) -> Option<Timestamp> {
+    let read = tokio::task::spawn_blocking(move || store::meta(&path, LAST_DIGEST)).await;
+    match read {
+        Ok(Ok(v)) => v
+            .and_then(|v| v.parse::<i64>().ok())
+            .and_then(|ms| Timestamp::from_millisecond(ms).ok()),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot read when the last digest went out");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Renders the digest now and queues its parts; the last part carries the `meta` update,
+/// so the send is remembered only once all of it was delivered.
+async fn queue_digest(
+    svc: &Service,
+    s: &Settings,
+    clock: &Clock,
+    outbox: &Outbox,
+    boot_ms: i64,
+    path: Option<&Path>,
+) {
+    let now = clock.now();
+    let machines = live_machines(svc, now, boot_ms);
+    let parts = match render_from_store(path.map(Path::to_path_buf), now, &s.tz, machines).await {
+        Ok(parts) => parts,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read the ledger for the digest");
+            return;
+        }
+    };
+    let n = parts.len();
+    for (i, text) in parts.into_iter().enumerate() {
+        let mut msg = Message::new("digest", text);
+        if i + 1 == n {
+            msg.remember = Some((LAST_DIGEST.to_string(), now.as_millisecond().to_string()));
+        }
+        outbox.push(msg);
+    }
+}
+
+/// The machines of the serving registry with their live breakers and counters.
+fn live_machines(svc: &Service, now: Timestamp, boot_ms: i64) -> Vec<MachineNow> {
+    let lab = svc.lab();
+    (0..lab.machines.len())
+        .map(|i| {
+            let s = lab.machines.snapshot(i);
+            MachineNow {
+                state: s.breaker.phase.as_str().to_string(),
+                counters: Some(Sample {
+                    at_ms: now.as_millisecond(),
+                    boot_ms,
+                    machine: s.name.clone(),
+                    remote_attempts: s.remote_attempts,
+                    local_rejections: s.local_rejections,
+                    rerouted: s.rerouted,
+                }),
+                name: s.name,
+            }
+        })
+        .collect()
+}
