@@ -154,7 +154,8 @@ async fn with_sims(
     let lab = svc.lab();
     let mut transitions = svc.hub().subscribe();
 
-    let listener = router_listener()?;
+    // `serve` sets TCP_NODELAY on every accepted connection.
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let router = format!("http://{}", listener.local_addr()?);
     let (stop_router, router_stopped) = oneshot::channel::<()>();
     let stopped = async move {
@@ -214,16 +215,6 @@ async fn with_sims(
     show.narrator().plain("")?;
     show.narrator().plain(&summary.to_string())?;
     Ok(summary)
-}
-
-/// The router's loopback listener, with TCP_NODELAY (accepted connections inherit it on
-/// Linux and the BSDs). Without it a streamed answer on a kept-alive connection can wait
-/// ~40 ms for a delayed ACK (Nagle), which a paused-clock test cannot wait out.
-fn router_listener() -> std::io::Result<tokio::net::TcpListener> {
-    let socket = tokio::net::TcpSocket::new_v4()?;
-    socket.set_nodelay(true)?;
-    socket.bind((Ipv4Addr::LOCALHOST, 0).into())?;
-    socket.listen(1024)
 }
 
 /// What the demo is about to do, before the clock starts.

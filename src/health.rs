@@ -33,7 +33,10 @@ pub async fn run(svc: Arc<Service>) {
                 tokio::spawn(async move {
                     let event = match lab.upstreams[i].health().await {
                         Ok(()) => Event::HealthPassed,
-                        Err(why) => Event::HealthFailed(Failure::new(FailureKind::HealthCheck, format!("health check failed: {why}"))),
+                        Err(why) => Event::HealthFailed(Failure::new(
+                            FailureKind::HealthCheck,
+                            format!("health check failed: {why}"),
+                        )),
                     };
                     lab.machines.step(i, event);
                 });

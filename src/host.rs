@@ -29,7 +29,9 @@ fn probe() -> &'static Mutex<Probe> {
 /// The host block of `/status`; fields sysinfo cannot read on this platform are null.
 pub fn stats() -> Value {
     let mut p = probe().lock().unwrap_or_else(|e| e.into_inner());
-    let due = p.refreshed.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+    let due = p
+        .refreshed
+        .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
     if due {
         if let Some(sys) = p.system.as_mut() {
             sys.refresh_memory();

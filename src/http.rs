@@ -15,10 +15,10 @@ use tokio::time::Instant;
 
 use crate::breaker::{Event, Phase};
 use crate::lab::Lab;
-use crate::service::Service;
 use crate::proxy::{self, client_error};
 use crate::registry::parse_duration;
 use crate::request::Parsed;
+use crate::service::Service;
 use crate::upstream::Endpoint;
 
 /// The router of the whole service, for `serve` and for tests without a socket.
@@ -191,7 +191,10 @@ async fn status(State(svc): State<Arc<Service>>) -> Json<Value> {
 /// `GET /`: the dashboard, one self-contained page.
 async fn dashboard() -> Response {
     (
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
         include_str!("dashboard.html"),
     )
         .into_response()
@@ -199,7 +202,11 @@ async fn dashboard() -> Response {
 
 /// `GET /metrics`: Prometheus text.
 async fn prometheus() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::telemetry::render()).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::telemetry::render(),
+    )
+        .into_response()
 }
 
 pub fn status_json(lab: &Lab) -> Value {

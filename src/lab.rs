@@ -66,19 +66,28 @@ impl Lab {
             .api_keys_env
             .as_deref()
             .and_then(|var| std::env::var(var).ok())
-            .map(|v| v.split(',').map(|k| k.trim().to_string()).filter(|k| !k.is_empty()).collect())
+            .map(|v| {
+                v.split(',')
+                    .map(|k| k.trim().to_string())
+                    .filter(|k| !k.is_empty())
+                    .collect()
+            })
             .unwrap_or_default();
         if !registry.server.listen.ip().is_loopback() && api_keys.is_empty() {
-            return Err(LabError::OpenWithoutKeys { listen: registry.server.listen });
+            return Err(LabError::OpenWithoutKeys {
+                listen: registry.server.listen,
+            });
         }
         let upstreams = registry
             .machines
             .iter()
             .map(|m| {
-                Upstream::new(m).map(Arc::new).map_err(|source| LabError::Client {
-                    machine: m.name.clone(),
-                    source,
-                })
+                Upstream::new(m)
+                    .map(Arc::new)
+                    .map_err(|source| LabError::Client {
+                        machine: m.name.clone(),
+                        source,
+                    })
             })
             .collect::<Result<_, _>>()?;
         Ok(Lab {

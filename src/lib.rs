@@ -24,8 +24,8 @@
 
 pub mod breaker;
 pub mod demo;
-pub mod host;
 pub mod health;
+pub mod host;
 pub mod http;
 pub mod lab;
 pub mod machines;
@@ -48,6 +48,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
+
 pub use http::app;
 pub use lab::Lab;
 pub use service::Service;
@@ -61,6 +63,13 @@ pub async fn serve(
     grace: Duration,
 ) -> std::io::Result<()> {
     let (stopping, mut stopped) = tokio::sync::watch::channel(false);
+    // Without TCP_NODELAY, back-to-back streamed answers on a kept-alive connection wait
+    // ~40 ms each for a delayed ACK (Nagle).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
     let server = axum::serve(listener, app(service)).with_graceful_shutdown(async move {
         shutdown.await;
         let _ = stopping.send(true);

@@ -112,7 +112,10 @@ impl Hub {
     }
 
     fn version(&self) -> String {
-        self.registry_version.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.registry_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -145,7 +148,9 @@ impl Machines {
     /// Breakers for `reg` reporting to `hub`. With `old` (a reload), a machine that still
     /// exists keeps its breaker and counters; removed ones go; new ones start closed.
     pub fn with_hub(reg: &Registry, hub: Arc<Hub>, old: Option<&Machines>) -> Machines {
-        *hub.registry_version.lock().unwrap_or_else(|e| e.into_inner()) = reg.version.clone();
+        *hub.registry_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = reg.version.clone();
         let cells = reg
             .machines
             .iter()
@@ -159,9 +164,16 @@ impl Machines {
                 }
                 let cell = new_cell(m);
                 *lock(&cell.breaker) = lock(&prev.breaker).clone();
-                cell.remote_attempts.store(prev.remote_attempts.load(Ordering::Relaxed), Ordering::Relaxed);
-                cell.local_rejections.store(prev.local_rejections.load(Ordering::Relaxed), Ordering::Relaxed);
-                cell.rerouted.store(prev.rerouted.load(Ordering::Relaxed), Ordering::Relaxed);
+                cell.remote_attempts.store(
+                    prev.remote_attempts.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+                cell.local_rejections.store(
+                    prev.local_rejections.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+                cell.rerouted
+                    .store(prev.rerouted.load(Ordering::Relaxed), Ordering::Relaxed);
                 Arc::new(cell)
             })
             .collect();

@@ -154,7 +154,10 @@ async fn serve(config: &std::path::Path) -> anyhow::Result<ExitCode> {
     let svc = Arc::new(Service::open(config)?);
     let (listen, grace) = {
         let lab = svc.lab();
-        (lab.registry.server.listen, lab.registry.server.shutdown_grace)
+        (
+            lab.registry.server.listen,
+            lab.registry.server.shutdown_grace,
+        )
     };
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -176,7 +179,9 @@ async fn serve(config: &std::path::Path) -> anyhow::Result<ExitCode> {
     tokio::spawn(reload_on_sighup(Arc::clone(&svc)));
     // Kept alive for as long as we serve; a failure to watch is not fatal (SIGHUP works).
     let _watcher = labrouter::watch::spawn(Arc::clone(&svc), config)
-        .map_err(|e| tracing::warn!(error = %e, "not watching the registry file; reload with SIGHUP"))
+        .map_err(
+            |e| tracing::warn!(error = %e, "not watching the registry file; reload with SIGHUP"),
+        )
         .ok();
     labrouter::sdnotify::notify("READY=1");
     let stopping = async {

@@ -421,7 +421,11 @@ fn validate_server(raw: &raw::RawServer) -> Result<Server, Invalid> {
         api_keys_env: raw.api_keys_env.clone(),
         state_dir: PathBuf::from(raw.state_dir.as_deref().unwrap_or("./state")),
         max_body,
-        shutdown_grace: duration(&raw.shutdown_grace, Duration::from_secs(30), "server.shutdown_grace")?,
+        shutdown_grace: duration(
+            &raw.shutdown_grace,
+            Duration::from_secs(30),
+            "server.shutdown_grace",
+        )?,
     })
 }
 

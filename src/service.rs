@@ -60,7 +60,10 @@ impl Service {
     }
 
     /// A service with memory for an already parsed registry (tests).
-    pub fn remembering(registry: Registry, config: Option<PathBuf>) -> Result<Service, ServiceError> {
+    pub fn remembering(
+        registry: Registry,
+        config: Option<PathBuf>,
+    ) -> Result<Service, ServiceError> {
         let (store, restored) = Store::open(&registry.server.state_dir)?;
         let hub = Hub::new(Some(store.sender()));
         let lab = Lab::build(registry, Arc::clone(&hub), None)?;
@@ -122,12 +125,15 @@ impl Service {
     }
 
     /// Swaps in `registry` (already read) if it is valid; logs and ledgers either way.
-    pub fn swap(&self, registry: Result<Registry, RegistryError>) -> Result<Reloaded, ServiceError> {
+    pub fn swap(
+        &self,
+        registry: Result<Registry, RegistryError>,
+    ) -> Result<Reloaded, ServiceError> {
         let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.lab.load_full();
-        let built = registry
-            .map_err(ServiceError::from)
-            .and_then(|reg| Lab::build(reg, Arc::clone(&self.hub), Some(&old)).map_err(ServiceError::from));
+        let built = registry.map_err(ServiceError::from).and_then(|reg| {
+            Lab::build(reg, Arc::clone(&self.hub), Some(&old)).map_err(ServiceError::from)
+        });
         let lab = match built {
             Ok(lab) => lab,
             Err(e) => {
@@ -143,13 +149,27 @@ impl Service {
                 "server.listen changed: it takes effect at the next restart"
             );
         }
-        let names = |l: &Lab| l.registry.machines.iter().map(|m| m.name.clone()).collect::<Vec<_>>();
+        let names = |l: &Lab| {
+            l.registry
+                .machines
+                .iter()
+                .map(|m| m.name.clone())
+                .collect::<Vec<_>>()
+        };
         let (before, after) = (names(&old), names(&lab));
         let report = Reloaded {
             from_version: old.registry.version.clone(),
             to_version: lab.registry.version.clone(),
-            added: after.iter().filter(|m| !before.contains(m)).cloned().collect(),
-            removed: before.iter().filter(|m| !after.contains(m)).cloned().collect(),
+            added: after
+                .iter()
+                .filter(|m| !before.contains(m))
+                .cloned()
+                .collect(),
+            removed: before
+                .iter()
+                .filter(|m| !after.contains(m))
+                .cloned()
+                .collect(),
             machines: after,
         };
         self.lab.store(Arc::new(lab));
@@ -160,7 +180,11 @@ impl Service {
             removed = ?report.removed,
             "registry reloaded"
         );
-        self.ledger(&report.from_version, &report.to_version, "registry reloaded");
+        self.ledger(
+            &report.from_version,
+            &report.to_version,
+            "registry reloaded",
+        );
         Ok(report)
     }
 

@@ -13,11 +13,20 @@ pub async fn print(url: &str, raw: bool) -> anyhow::Result<ExitCode> {
     if let Ok(key) = std::env::var("LABROUTER_API_KEY") {
         req = req.bearer_auth(key);
     }
-    let resp = req.send().await.with_context(|| format!("cannot reach {url}"))?;
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {url}"))?;
     let status = resp.status();
-    let body: Value = resp.json().await.with_context(|| format!("{url} did not answer JSON"))?;
+    let body: Value = resp
+        .json()
+        .await
+        .with_context(|| format!("{url} did not answer JSON"))?;
     if !status.is_success() {
-        anyhow::bail!("{url}: HTTP {status}: {}", body["error"]["message"].as_str().unwrap_or(""));
+        anyhow::bail!(
+            "{url}: HTTP {status}: {}",
+            body["error"]["message"].as_str().unwrap_or("")
+        );
     }
     if raw {
         println!("{}", serde_json::to_string_pretty(&body)?);
@@ -45,25 +54,42 @@ pub fn table(status: &Value) -> String {
                 name.clone(),
                 m["state"].as_str().unwrap_or("?").to_string(),
                 m["consecutive_failures"].to_string(),
-                if left > 0 { format!("{}s", left.div_ceil(1000)) } else { "-".into() },
+                if left > 0 {
+                    format!("{}s", left.div_ceil(1000))
+                } else {
+                    "-".into()
+                },
                 m["remote_attempts"].to_string(),
                 m["local_rejections"].to_string(),
                 m["last_reason"].as_str().unwrap_or("-").to_string(),
             ]);
         }
     }
-    let widths: Vec<usize> = (0..7).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..7)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
     for r in &rows {
-        let cells: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
     if let Some(routes) = status["routes"].as_array() {
         out.push('\n');
         for r in routes {
-            let chain: Vec<&str> = r["chain"].as_array().map(|c| c.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-            out.push_str(&format!("route {}: {}\n", r["name"].as_str().unwrap_or("?"), chain.join(" -> ")));
+            let chain: Vec<&str> = r["chain"]
+                .as_array()
+                .map(|c| c.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "route {}: {}\n",
+                r["name"].as_str().unwrap_or("?"),
+                chain.join(" -> ")
+            ));
         }
     }
     out

@@ -309,7 +309,12 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
     for msg in batch {
         let t = match msg {
             Msg::Transition(t) => t,
-            Msg::Registry { at, from, to, reason } => {
+            Msg::Registry {
+                at,
+                from,
+                to,
+                reason,
+            } => {
                 tx.execute(
                     "INSERT INTO ledger (at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
                                          remote_attempted, registry_version, remote_attempts, local_rejections)

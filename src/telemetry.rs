@@ -13,7 +13,8 @@ use crate::breaker::Phase;
 
 /// Latency buckets (seconds): from a fast-fail to a long generation.
 const BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0, 300.0, 600.0,
 ];
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
@@ -47,13 +48,36 @@ pub fn render() -> String {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!("labrouter_upstream_attempts_total", "Requests sent to a machine, by outcome");
-    describe_counter!("labrouter_local_rejections_total", "Calls a breaker or the bulkhead kept from a machine, by reason");
-    describe_gauge!("labrouter_breaker_state", "0 closed, 1 half_open, 2 open, 3 auth_failed, 4 forced_open");
-    describe_counter!("labrouter_breaker_transitions_total", "Breaker transitions, by from and to");
-    describe_counter!("labrouter_fallbacks_total", "Requests served by a later target than the chain's first");
-    describe_histogram!("labrouter_request_duration_seconds", Unit::Seconds, "Time to the response head, by route");
-    describe_histogram!("labrouter_upstream_first_byte_seconds", Unit::Seconds, "Time to a machine's response head");
+    describe_counter!(
+        "labrouter_upstream_attempts_total",
+        "Requests sent to a machine, by outcome"
+    );
+    describe_counter!(
+        "labrouter_local_rejections_total",
+        "Calls a breaker or the bulkhead kept from a machine, by reason"
+    );
+    describe_gauge!(
+        "labrouter_breaker_state",
+        "0 closed, 1 half_open, 2 open, 3 auth_failed, 4 forced_open"
+    );
+    describe_counter!(
+        "labrouter_breaker_transitions_total",
+        "Breaker transitions, by from and to"
+    );
+    describe_counter!(
+        "labrouter_fallbacks_total",
+        "Requests served by a later target than the chain's first"
+    );
+    describe_histogram!(
+        "labrouter_request_duration_seconds",
+        Unit::Seconds,
+        "Time to the response head, by route"
+    );
+    describe_histogram!(
+        "labrouter_upstream_first_byte_seconds",
+        Unit::Seconds,
+        "Time to a machine's response head"
+    );
 }
 
 /// The gauge value of a phase.

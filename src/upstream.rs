@@ -413,7 +413,10 @@ impl Upstream {
             Ok(Ok(resp)) if resp.status().is_success() => Ok(()),
             Ok(Ok(resp)) => Err(format!("HTTP {}", resp.status().as_u16())),
             Ok(Err(e)) => Err(classify::send_error(&e, self.timeouts.connect).detail),
-            Err(_) => Err(format!("no answer within {}", words(self.timeouts.first_byte))),
+            Err(_) => Err(format!(
+                "no answer within {}",
+                words(self.timeouts.first_byte)
+            )),
         }
     }
 

@@ -25,7 +25,11 @@ pub fn spawn(svc: Arc<Service>, config: &Path) -> notify::Result<notify::Recomme
         if event.kind.is_access() {
             return;
         }
-        if event.paths.iter().any(|p| p.file_name() == Some(file.as_os_str())) {
+        if event
+            .paths
+            .iter()
+            .any(|p| p.file_name() == Some(file.as_os_str()))
+        {
             let _ = tx.send(());
         }
     })?;

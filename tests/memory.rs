@@ -51,15 +51,27 @@ struct Router {
 
 impl Router {
     async fn start(yaml: &str) -> Router {
-        let svc = Arc::new(Service::remembering(Registry::parse(yaml, "test.yaml").unwrap(), None).unwrap());
+        let svc = Arc::new(
+            Service::remembering(Registry::parse(yaml, "test.yaml").unwrap(), None).unwrap(),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let shutdown = async {
             let _ = stopped.await;
         };
-        let served = tokio::spawn(labrouter::serve(listener, Arc::clone(&svc), shutdown, Duration::from_secs(30)));
-        Router { svc, base, stop, served }
+        let served = tokio::spawn(labrouter::serve(
+            listener,
+            Arc::clone(&svc),
+            shutdown,
+            Duration::from_secs(30),
+        ));
+        Router {
+            svc,
+            base,
+            stop,
+            served,
+        }
     }
 
     async fn chat(&self, model: &str) -> reqwest::Response {
@@ -396,14 +408,21 @@ async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
     {
         // Back to schema 1, as an older labrouter left it.
         let conn = rusqlite::Connection::open(dir.path().join(labrouter::store::FILE)).unwrap();
-        conn.execute_batch("DROP TABLE counters; PRAGMA user_version = 1;").unwrap();
+        conn.execute_batch("DROP TABLE counters; PRAGMA user_version = 1;")
+            .unwrap();
     }
     let (store, restored) = labrouter::store::Store::open(dir.path()).unwrap();
     drop(store);
-    assert!(matches!(&restored[..], [(m, labrouter::store::Restored::Found { .. })] if m == "gpu-box"));
+    assert!(
+        matches!(&restored[..], [(m, labrouter::store::Restored::Found { .. })] if m == "gpu-box")
+    );
     let conn = rusqlite::Connection::open(dir.path().join(labrouter::store::FILE)).unwrap();
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(version, 2);
-    let counters: i64 = conn.query_row("SELECT COUNT(*) FROM counters", [], |r| r.get(0)).unwrap();
+    let counters: i64 = conn
+        .query_row("SELECT COUNT(*) FROM counters", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(counters, 0, "the new table exists");
 }

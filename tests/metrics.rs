@@ -11,19 +11,59 @@ use support::TestLab;
 #[tokio::test(start_paused = true)]
 async fn metrics_after_a_trip() {
     let t = TestLab::start().await;
-    t.gpu.set(Fault::Status { code: 500, retry_after: None });
+    t.gpu.set(Fault::Status {
+        code: 500,
+        retry_after: None,
+    });
     for _ in 0..4 {
         assert_eq!(t.chat("code", "hello").await.status(), 200);
     }
-    let text = t.client.get(format!("{}/metrics", t.base)).send().await.unwrap().text().await.unwrap();
+    let text = t
+        .client
+        .get(format!("{}/metrics", t.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let has = |needle: &str| text.lines().any(|l| l.starts_with(needle));
-    assert!(has(r#"labrouter_breaker_state{machine="gpu-box"} 2"#), "{text}");
-    assert!(has(r#"labrouter_breaker_state{machine="ubuntu-box"} 0"#), "{text}");
-    assert!(has(r#"labrouter_breaker_transitions_total{machine="gpu-box",from="closed",to="open"} 1"#), "{text}");
-    assert!(has(r#"labrouter_upstream_attempts_total{machine="gpu-box",outcome="http_5xx"} 3"#), "{text}");
-    assert!(has(r#"labrouter_upstream_attempts_total{machine="ubuntu-box",outcome="success"} 4"#), "{text}");
-    assert!(has(r#"labrouter_local_rejections_total{machine="gpu-box",reason="circuit_open"} 1"#), "{text}");
-    assert!(has(r#"labrouter_fallbacks_total{route="code",from="coder-gpu@gpu-box",to="coder-cpu@ubuntu-box"} 4"#), "{text}");
-    assert!(has(r#"labrouter_request_duration_seconds_bucket{route="code""#), "{text}");
-    assert!(has(r#"labrouter_upstream_first_byte_seconds_count{machine="gpu-box"} 3"#), "{text}");
+    assert!(
+        has(r#"labrouter_breaker_state{machine="gpu-box"} 2"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"labrouter_breaker_state{machine="ubuntu-box"} 0"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"labrouter_breaker_transitions_total{machine="gpu-box",from="closed",to="open"} 1"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"labrouter_upstream_attempts_total{machine="gpu-box",outcome="http_5xx"} 3"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"labrouter_upstream_attempts_total{machine="ubuntu-box",outcome="success"} 4"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"labrouter_local_rejections_total{machine="gpu-box",reason="circuit_open"} 1"#),
+        "{text}"
+    );
+    assert!(
+        has(
+            r#"labrouter_fallbacks_total{route="code",from="coder-gpu@gpu-box",to="coder-cpu@ubuntu-box"} 4"#
+        ),
+        "{text}"
+    );
+    assert!(
+        has(r#"labrouter_request_duration_seconds_bucket{route="code""#),
+        "{text}"
+    );
+    assert!(
+        has(r#"labrouter_upstream_first_byte_seconds_count{machine="gpu-box"} 3"#),
+        "{text}"
+    );
 }

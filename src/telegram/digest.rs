@@ -170,7 +170,12 @@ pub fn day(input: &Input<'_>, machine: &MachineNow) -> Day {
 }
 
 /// The increase of one counter over the window, summed across restarts.
-fn increase(input: &Input<'_>, machine: &MachineNow, start: i64, counter: impl Fn(&Sample) -> u64) -> u64 {
+fn increase(
+    input: &Input<'_>,
+    machine: &MachineNow,
+    start: i64,
+    counter: impl Fn(&Sample) -> u64,
+) -> u64 {
     let mut samples: Vec<&Sample> = input
         .samples
         .iter()

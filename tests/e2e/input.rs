@@ -209,7 +209,9 @@ async fn open_listen_without_keys_is_refused_and_keys_are_enforced() {
         "listen: 0.0.0.0:8080\n  api_keys_env: LABROUTER_TEST_KEYS_UNSET",
     );
     let reg = labrouter::registry::Registry::parse(&yaml, "test.yaml").unwrap();
-    let err = labrouter::Service::in_memory(reg, None).unwrap_err().to_string();
+    let err = labrouter::Service::in_memory(reg, None)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("not loopback") && err.contains("api_keys_env"),
         "{err}"

@@ -72,7 +72,15 @@ impl TestLab {
         let svc = Arc::new(Service::in_memory(registry, None).expect("service"));
         let (base, lab) = serve(Arc::clone(&svc)).await;
         let client = reqwest::Client::builder().build().expect("client");
-        TestLab { gpu, cpu, local, svc, lab, base, client }
+        TestLab {
+            gpu,
+            cpu,
+            local,
+            svc,
+            lab,
+            base,
+            client,
+        }
     }
 
     /// POSTs a chat completion with `model` and a last user message `text`.
@@ -135,9 +143,16 @@ pub async fn content(resp: reqwest::Response) -> String {
 
 /// Serves `svc` on a loopback port for the rest of the test; returns its base URL.
 pub async fn serve(svc: Arc<Service>) -> (String, Arc<Lab>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let lab = svc.lab();
-    tokio::spawn(labrouter::serve(listener, svc, std::future::pending(), std::time::Duration::from_secs(30)));
+    tokio::spawn(labrouter::serve(
+        listener,
+        svc,
+        std::future::pending(),
+        std::time::Duration::from_secs(30),
+    ));
     (base, lab)
 }
