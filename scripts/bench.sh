@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# labrouter benchmarks: proxy overhead against the simulated machine and against nginx,
+# fast-fail, streaming, a hung machine, the routing decision and memory, all in one run,
+# printed as one markdown table with the targets and whether each is met.
+#
+#   scripts/bench.sh                 # about 2-3 minutes after the build
+#   BENCH_SECS=5 scripts/bench.sh    # shorter runs
+#
+# Environment (defaults in brackets):
+#   BENCH_SECS [9]       seconds of measured load per target (wrk and fixed rate)
+#   BENCH_ROUNDS [3]     the targets take turns in this many rounds, so that whatever else
+#                        the machine does at the time hits them alike
+#   BENCH_WARMUP [1]     seconds of unrecorded load per target first
+#   BENCH_CONNS [32]     wrk connections;  BENCH_THREADS [2] wrk threads
+#   BENCH_RPS [1000]     fixed request rate
+#   BENCH_STREAMS [1000] concurrent slow streams for the memory figure
+#   BENCH_CHUNKS [20]    chunks per stream in the streaming test; BENCH_DRIP [10ms] delay each
+#   BENCH_PORT [18100]   base port: sims at +1..+4, labrouter +10, nginx +11, second labrouter +12
+#   BENCH_NO_BUILD=1     use the binaries in target/release as they are
+#   BENCH_OUT            also write the table to this file
+#
+# Needs wrk and nginx (Debian packages; installed with apt-get when missing and run as root).
+# All traffic goes to 127.0.0.1; every load run is bounded in time and count; everything the
+# script starts is stopped when it exits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+SECS=${BENCH_SECS:-9}
+ROUNDS=${BENCH_ROUNDS:-3}
+WARMUP=${BENCH_WARMUP:-1}
+CONNS=${BENCH_CONNS:-32}
+THREADS=${BENCH_THREADS:-2}
+RPS=${BENCH_RPS:-1000}
+STREAMS=${BENCH_STREAMS:-1000}
+CHUNKS=${BENCH_CHUNKS:-20}
+DRIP=${BENCH_DRIP:-10ms}
+BASE=${BENCH_PORT:-18100}
+P_FAST=$((BASE + 1)) P_DRIP=$((BASE + 2)) P_SLOW=$((BASE + 3)) P_HANG=$((BASE + 4))
+P_ROUTER=$((BASE + 10)) P_NGINX=$((BASE + 11)) P_ROUTER2=$((BASE + 12))
+CHAT=/v1/chat/completions
+BODY='{"model":"code","messages":[{"role":"user","content":"hi"}]}'
+
+log() { printf '== %s\n' "$*" >&2; }
+die() { printf 'bench.sh: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- tools
+need_install=()
+command -v wrk >/dev/null || need_install+=(wrk)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_install+=(nginx)
+command -v curl >/dev/null || need_install+=(curl)
+if [ ${#need_install[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing ${need_install[*]} (Debian packages)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq "${need_install[@]}" >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && apt-get install -y -qq "${need_install[@]}" >/dev/null; }
+    case " ${need_install[*]} " in *" nginx "*)
+      log "note: Debian may have enabled nginx's default site on :80 (systemctl disable --now nginx)";;
+    esac
+  else
+    die "missing ${need_install[*]}: install them (sudo apt-get install -y ${need_install[*]}) and rerun"
+  fi
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
+  log "cargo build --release --bin labrouter --examples"
+  cargo build --release --quiet --bin labrouter --examples
+fi
+BIN=$ROOT/target/release
+for b in labrouter examples/bench_sim examples/bench_load; do
+  [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run cargo build --release --examples"
+done
+
+# ---------------------------------------------------------------- processes
+TMP=$(mktemp -d /tmp/labrouter-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+[ "$(ulimit -n)" -ge $((STREAMS * 2 + 200)) ] ||
+  log "warning: open files limit $(ulimit -n) is low for $STREAMS streams"
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { # port, name, pid
+  local i
+  for i in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -20 "$TMP/$2.log" >&2 || true
+  die "$2 did not start on 127.0.0.1:$1"
+}
+start() { # name port command... ; sets LAST_PID (no subshell: the trap must see it)
+  local name=$1 port=$2
+  shift 2
+  port_free "$port" || die "127.0.0.1:$port is taken (set BENCH_PORT to another base)"
+  "$@" >"$TMP/$name.log" 2>&1 &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+  wait_port "$port" "$name" "$LAST_PID"
+}
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# kv LINE KEY -> value of KEY=value in LINE
+kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
+
+for p in "$P_FAST" "$P_DRIP" "$P_SLOW" "$P_HANG" "$P_ROUTER" "$P_NGINX" "$P_ROUTER2"; do
+  port_free "$p" || die "127.0.0.1:$p is taken (set BENCH_PORT to another base)"
+done
+
+log "starting sims, labrouter and nginx on 127.0.0.1:$BASE+"
+SIM=$BIN/examples/bench_sim
+start sim-fast "$P_FAST" "$SIM" --listen "127.0.0.1:$P_FAST" --name fast
+start sim-drip "$P_DRIP" "$SIM" --listen "127.0.0.1:$P_DRIP" --name drip \
+  --fault "drip:$DRIP" --chunks "$CHUNKS"
+start sim-slow "$P_SLOW" "$SIM" --listen "127.0.0.1:$P_SLOW" --name slow \
+  --fault drip:500ms --chunks 100000
+start sim-hang "$P_HANG" "$SIM" --listen "127.0.0.1:$P_HANG" --name hang --fault hang
+
+config() { # listen-port state-dir -> registry file
+  local f="$TMP/registry-$1.yaml"
+  sed -e "s#@ROUTER@#$1#; s#@STATE@#$2#; s#@FAST@#$P_FAST#g; s#@DRIP@#$P_DRIP#g" \
+    -e "s#@SLOW@#$P_SLOW#g; s#@HANG@#$P_HANG#g" "$ROOT/benches/bench/registry.yaml.in" >"$f"
+  "$BIN/labrouter" check "$f" >/dev/null || die "generated registry $f is invalid"
+  echo "$f"
+}
+REG=$(config "$P_ROUTER" "$TMP/state")
+start labrouter "$P_ROUTER" env RUST_LOG=warn "$BIN/labrouter" serve --config "$REG"
+ROUTER_PID=$LAST_PID
+sleep 1
+RSS_IDLE=$(rss_kb "$ROUTER_PID")
+
+mkdir -p "$TMP/nginx"
+sed -e "s#@DIR@#$TMP/nginx#g; s#@FAST@#$P_FAST#g; s#@NGINX@#$P_NGINX#g" \
+  "$ROOT/benches/bench/nginx.conf.in" >"$TMP/nginx/nginx.conf"
+start nginx "$P_NGINX" "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
+  -e "$TMP/nginx/nginx-error.log"
+
+DIRECT=http://127.0.0.1:$P_FAST$CHAT
+ROUTER=http://127.0.0.1:$P_ROUTER$CHAT
+NGINXU=http://127.0.0.1:$P_NGINX$CHAT
+
+# Sanity: each path answers 200 and the router names its target.
+for u in "$DIRECT" "$ROUTER" "$NGINXU"; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'content-type: application/json' -d "$BODY" "$u")
+  [ "$code" = 200 ] || die "$u answered $code"
+done
+curl -s -D - -o /dev/null --max-time 5 -H 'content-type: application/json' -d "$BODY" "$ROUTER" |
+  grep -qi '^x-labrouter-target: fast-m@fast' || die "labrouter did not route 'code' to fast-m@fast"
+
+# ---------------------------------------------------------------- 1, 2: fixed concurrency
+ROUND_SECS=$(( SECS / ROUNDS > 0 ? SECS / ROUNDS : 1 ))
+wrk_once() { # url secs [--latency] -> WRK line
+  local out
+  out=$(BENCH_BODY=${BENCH_BODY_OVERRIDE:-$BODY} wrk -t"$THREADS" -c"$CONNS" -d"${2}s" --latency \
+    -s "$ROOT/benches/bench/post.lua" "$1" 2>&1) || die "wrk failed on $1: $out"
+  grep '^WRK ' <<<"$out" || die "wrk printed no summary for $1: $out"
+}
+# Rounds of WRK lines -> one: requests and errors summed, req/s averaged, percentiles the
+# median of the rounds, max the max.
+wrk_agg() {
+  awk '
+    function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } return a[int((n + 1) / 2)] }
+    { n++; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1], n] = kv[2] } }
+    END {
+      for (k = 1; k <= n; k++) { req += v["requests", k]; rps += v["rps", k]; se += v["status_errors", k]; ke += v["socket_errors", k]
+        p50[k] = v["p50_us", k]; p90[k] = v["p90_us", k]; p99[k] = v["p99_us", k]; if (v["max_us", k] > mx) mx = v["max_us", k] }
+      printf "WRK requests=%d rps=%.0f p50_us=%d p90_us=%d p99_us=%d max_us=%d status_errors=%d socket_errors=%d rounds=%d\n",
+        req, rps / n, med(p50, n), med(p90, n), med(p99, n), mx, se, ke, n
+    }'
+}
+# Targets take turns, ROUNDS times; prints one aggregated WRK line per target, in order.
+wrk_rounds() {
+  local u r
+  for u in "$@"; do wrk_once "$u" "$WARMUP" >/dev/null; done
+  for r in $(seq "$ROUNDS"); do
+    for u in "$@"; do echo "$u $(wrk_once "$u" "$ROUND_SECS")"; done
+  done >"$TMP/wrk-rounds"
+  for u in "$@"; do grep "^$u WRK " "$TMP/wrk-rounds" | cut -d' ' -f2- | wrk_agg; done
+}
+log "1. fixed concurrency: $CONNS connections, $THREADS wrk threads, $ROUNDS rounds of ${ROUND_SECS}s per target"
+mapfile -t W < <(wrk_rounds "$DIRECT" "$ROUTER" "$NGINXU")
+[ ${#W[@]} = 3 ] || die "wrk runs failed"
+W_DIRECT=${W[0]} W_ROUTER=${W[1]} W_NGINX=${W[2]}
+for w in "${W[@]}"; do
+  [ "$(kv "$w" status_errors)" = 0 ] && [ "$(kv "$w" socket_errors)" = 0 ] ||
+    log "warning: errors during load: $w"
+done
+
+# ---------------------------------------------------------------- fixed rate
+LOAD=$BIN/examples/bench_load
+log "1b. fixed rate: $RPS req/s, ${SECS}s per target in 1s turns"
+RATE_OUT=$("$LOAD" rate --url "$DIRECT" --url "$ROUTER" --url "$NGINXU" --rps "$RPS" \
+  --secs "$SECS" --slice-secs 1 --warmup-secs "$WARMUP" --body "$BODY")
+R_DIRECT=$(grep "url=$DIRECT " <<<"$RATE_OUT")
+R_ROUTER=$(grep "url=$ROUTER " <<<"$RATE_OUT")
+R_NGINX=$(grep "url=$NGINXU " <<<"$RATE_OUT")
+for r in "$R_DIRECT" "$R_ROUTER" "$R_NGINX"; do
+  [ "$(kv "$r" errors)" = 0 ] || log "warning: errors at fixed rate: $r"
+done
+
+# ---------------------------------------------------------------- 3: fast-fail
+log "3. fast-fail: every machine of route 'shut' opened by hand"
+for m in shut-a shut-b shut-c; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -H 'content-type: application/json' \
+    -d '{"by":"bench.sh","why":"fast-fail benchmark"}' "http://127.0.0.1:$P_ROUTER/admin/breakers/$m/open")
+  [ "$code" = 200 ] || die "opening $m answered $code"
+done
+SHUT_BODY='{"model":"shut","messages":[{"role":"user","content":"hi"}]}'
+ff=$(curl -s -w ' %{http_code}' --max-time 5 -H 'content-type: application/json' -d "$SHUT_BODY" "$ROUTER")
+case "$ff" in *'"circuit_open"'*' 503') ;; *) die "fast-fail did not answer the structured 503: $ff";; esac
+W_FF=$(BENCH_BODY_OVERRIDE=$SHUT_BODY wrk_rounds "$ROUTER")
+FF_SENT_UPSTREAM=$(curl -s --max-time 5 "http://127.0.0.1:$P_ROUTER/status" |
+  grep -o '"shut-a":{[^}]*' | grep -o '"remote_attempts":[0-9]*' | cut -d: -f2 || true)
+
+# ---------------------------------------------------------------- 4: streaming
+log "4. streaming: $CHUNKS chunks, $DRIP before each"
+STREAM_BODY='{"model":"stream","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+TTFT_OUT=$("$LOAD" ttft --url "http://127.0.0.1:$P_DRIP$CHAT" --url "$ROUTER" --n 20 --body "$STREAM_BODY")
+S_DIRECT=$(grep "url=http://127.0.0.1:$P_DRIP$CHAT " <<<"$TTFT_OUT")
+S_ROUTER=$(grep "url=$ROUTER " <<<"$TTFT_OUT")
+
+# ---------------------------------------------------------------- 5: hung machine
+log "5. hung first machine (first_byte 1s, breaker opens after 3 failures)"
+HUNG_BODY='{"model":"hung","messages":[{"role":"user","content":"hi"}]}'
+HUNG=()
+for i in 1 2 3 4; do
+  t=$(curl -s -o "$TMP/hung-$i.json" -D "$TMP/hung-$i.h" -w '%{http_code} %{time_total}' --max-time 15 \
+    -H 'content-type: application/json' -d "$HUNG_BODY" "$ROUTER") || t="000 15"
+  served=$(grep -i '^x-labrouter-target:' "$TMP/hung-$i.h" | tr -d '\r' | awk '{print $2}')
+  HUNG+=("${t% *}|${t#* }|${served:-none}")
+done
+
+# ---------------------------------------------------------------- 6: routing decision
+log "6. routing decision: cargo bench --bench route"
+ROUTE_OUT=$(cargo bench --quiet --bench route 2>&1) || die "cargo bench --bench route failed: $ROUTE_OUT"
+to_us() { # "132.9 µs" -> 132.9
+  awk '{v=$1; u=$2; if (u=="ns") v/=1000; else if (u=="ms") v*=1000; else if (u=="s") v*=1e6; printf "%.2f", v}'
+}
+bench_median() { grep -- "$1 " <<<"$ROUTE_OUT" | awk -F'│' '{print $3}' | to_us; }
+D_PROSE=$(bench_median decide_10kb_prose)
+D_SOME=$(bench_median decide_10kb_some_hits)
+D_NONE=$(bench_median decide_10kb_no_hit)
+D_DENSE=$(bench_median decide_10kb_dense_hits)
+D_NAME=$(bench_median decide_by_route_name)
+D_BUILD=$(bench_median build_router)
+
+# ---------------------------------------------------------------- 7: memory
+log "7. memory: a fresh labrouter, idle, then $STREAMS slow streams open"
+RSS_AFTER_LOAD=$(rss_kb "$ROUTER_PID")
+REG2=$(config "$P_ROUTER2" "$TMP/state2")
+start labrouter2 "$P_ROUTER2" env RUST_LOG=warn "$BIN/labrouter" serve --config "$REG2"
+ROUTER2_PID=$LAST_PID
+sleep 1
+RSS2_IDLE=$(rss_kb "$ROUTER2_PID")
+HELD_BODY='{"model":"held","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+M_STREAMS=$("$LOAD" streams --url "http://127.0.0.1:$P_ROUTER2$CHAT" --n "$STREAMS" \
+  --rss-pid "$ROUTER2_PID" --body "$HELD_BODY")
+
+# ---------------------------------------------------------------- the table
+f() { awk -v v="$1" -v d="${2:-0}" 'BEGIN { printf "%.*f", d, v }'; }
+ms() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1000 }'; }           # µs -> ms
+mb() { awk -v v="$1" 'BEGIN { printf "%.1f", v / 1024 }'; }           # kB -> MB
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+ok() { awk "BEGIN { exit !($1) }" && echo "**met**" || echo "**missed**"; }
+thousands() { printf '%.0f' "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
+
+rd=$(kv "$W_DIRECT" rps) rr=$(kv "$W_ROUTER" rps) rn=$(kv "$W_NGINX" rps)
+x_direct=$(ratio "$rr" "$rd") x_nginx=$(ratio "$rr" "$rn") n_direct=$(ratio "$rn" "$rd")
+p50d=$(kv "$W_DIRECT" p50_us) p99d=$(kv "$W_DIRECT" p99_us)
+p50r=$(kv "$W_ROUTER" p50_us) p99r=$(kv "$W_ROUTER" p99_us)
+p50n=$(kv "$W_NGINX" p50_us) p99n=$(kv "$W_NGINX" p99_us)
+q50d=$(kv "$R_DIRECT" p50_us) q99d=$(kv "$R_DIRECT" p99_us)
+q50r=$(kv "$R_ROUTER" p50_us) q99r=$(kv "$R_ROUTER" p99_us)
+q50n=$(kv "$R_NGINX" p50_us) q99n=$(kv "$R_NGINX" p99_us)
+added99=$((q99r - q99d)) added50=$((q50r - q50d))
+ffr=$(kv "$W_FF" rps) ffp99=$(kv "$W_FF" p99_us) ffp50=$(kv "$W_FF" p50_us)
+ffbad=$(( $(kv "$W_FF" requests) - $(kv "$W_FF" status_errors) ))
+td=$(kv "$S_DIRECT" ttft_p50_us) tr=$(kv "$S_ROUTER" ttft_p50_us)
+gd=$(kv "$S_DIRECT" gap_mean_us) gr=$(kv "$S_ROUTER" gap_mean_us)
+ld=$(kv "$S_DIRECT" last_p50_us) lr=$(kv "$S_ROUTER" last_p50_us)
+batch=$(kv "$S_ROUTER" max_chunks_per_read) nch=$(kv "$S_ROUTER" chunks)
+per_chunk=$(awk -v a="$gr" -v b="$gd" 'BEGIN { printf "%.3f", (a - b) / 1000 }')
+opened=$(kv "$M_STREAMS" open) rss_open=$(kv "$M_STREAMS" rss_open_max_kb)
+per_stream=$(awk -v a="$rss_open" -v b="$RSS2_IDLE" -v n="$opened" 'BEGIN { printf "%.1f", (n > 0 ? (a - b) / n : 0) }')
+IFS='|' read -r h1c h1t h1s <<<"${HUNG[0]}"
+IFS='|' read -r h2c h2t h2s <<<"${HUNG[1]}"
+IFS='|' read -r h3c h3t h3s <<<"${HUNG[2]}"
+IFS='|' read -r h4c h4t h4s <<<"${HUNG[3]}"
+hung_ok=$(ok "$h1t < 2.5 && $h2t < 2.5 && $h3t < 2.5 && $h4t < 0.1 && \"$h4s\" == \"spare-m@spare\"")
+streams_ok=$(ok "$batch == 1 && ($gr - $gd) <= 500")
+
+TABLE=$(cat <<EOF
+| # | measure | direct to sim | labrouter | nginx | result | target | verdict |
+|---|---|---|---|---|---|---|---|
+| 1 | throughput, $CONNS connections (req/s) | $(thousands "$rd") | $(thousands "$rr") | $(thousands "$rn") | labrouter $x_direct× direct, $x_nginx× nginx (nginx $n_direct× direct) | ≥ 0.6× direct | $(ok "$x_direct >= 0.6") |
+| 2 | labrouter / nginx throughput | | | | $x_nginx× | ≥ 1.0× nginx | $(ok "$x_nginx >= 1.0") |
+| 1 | latency p50 / p99 at $CONNS conns (ms) | $(ms "$p50d") / $(ms "$p99d") | $(ms "$p50r") / $(ms "$p99r") | $(ms "$p50n") / $(ms "$p99n") | added p50 $(ms $((p50r - p50d))), p99 $(ms $((p99r - p99d))) ms | — | — |
+| 1 | latency p50 / p99 at $(thousands "$RPS") req/s (ms) | $(ms "$q50d") / $(ms "$q99d") | $(ms "$q50r") / $(ms "$q99r") | $(ms "$q50n") / $(ms "$q99n") | added p50 $(ms "$added50"), **p99 $(ms "$added99") ms** (nginx adds $(ms $((q99n - q99d)))) | added p99 ≤ 0.3 ms | $(ok "$added99 <= 300") |
+| 3 | fast-fail, all 3 machines open: structured 503 | | $(thousands "$ffr") req/s, p50 $(ms "$ffp50") / p99 $(ms "$ffp99") ms | | non-503 answers: $ffbad; upstream calls: ${FF_SENT_UPSTREAM:-?} | ≥ 30,000 req/s | $(ok "$ffr >= 30000") |
+| 4 | time to first token, p50 of 20 (ms; drip $DRIP) | $(ms "$td") | $(ms "$tr") | | added $(ms $((tr - td))) ms | ≤ 1 ms added | $(ok "($tr - $td) <= 1000") |
+| 4 | per-chunk gap / last of $nch chunks, p50 (ms) | $(ms "$gd") / $(ms "$ld") | $(ms "$gr") / $(ms "$lr") | | added $per_chunk ms per chunk; at most $batch chunk(s) per read | no buffering | $streams_ok |
+| 5 | hung first machine: requests 1, 2, 3 (s) | | $h1t, $h2t, $h3t ($h1c, $h2c, $h3c by $h1s) | | each first_byte 1 s + liveness 1 s, then the fallback | ≈ 2 s each | $hung_ok |
+| 5 | hung first machine: request 4, breaker open (s) | | $h4t ($h4c by $h4s) | | skipped at once | fast | (above) |
+| 6 | route decision, 10 KB prompt, 1,000 routes × 5 keywords (µs, median) | | prose $D_PROSE; made-up words: some hits $D_SOME, none $D_NONE, dense $D_DENSE | | by route name $D_NAME; building the router $(awk -v v="$D_BUILD" 'BEGIN{printf "%.1f", v/1000}') ms | ≤ 20 µs | $(ok "$D_PROSE <= 20 && $D_SOME <= 20 && $D_NONE <= 20 && $D_DENSE <= 20") |
+| 7 | RSS idle (MB) | | $(mb "$RSS_IDLE") (fresh: $(mb "$RSS2_IDLE"); after the load runs: $(mb "$RSS_AFTER_LOAD")) | | | ≤ 25 MB | $(ok "$RSS_IDLE <= 25600") |
+| 7 | RSS with $(thousands "$opened") slow streams open (MB) | | $(mb "$rss_open") | | ${per_stream} kB per stream | ≤ 80 MB | $(ok "$rss_open <= 81920 && $opened >= $STREAMS") |
+EOF
+)
+
+cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+echo
+echo "labrouter benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($cpu), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "wrk -t$THREADS -c$CONNS, $ROUNDS rounds of ${ROUND_SECS}s per target taking turns (req/s averaged, percentiles the median round), after ${WARMUP}s warm-up; fixed rate in 1s turns. The sim, labrouter, nginx and the load generator share the cores."
+echo
+echo "$TABLE"
+echo
+echo "raw: direct: $W_DIRECT"
+echo "raw: labrouter: $W_ROUTER"
+echo "raw: nginx: $W_NGINX"
+echo "raw: fast-fail: $W_FF"
+echo "raw: rate direct: $R_DIRECT"
+echo "raw: rate labrouter: $R_ROUTER"
+echo "raw: rate nginx: $R_NGINX"
+echo "raw: stream direct: $S_DIRECT"
+echo "raw: stream labrouter: $S_ROUTER"
+echo "raw: streams: $M_STREAMS"
+if [ -n "${BENCH_OUT:-}" ]; then echo "$TABLE" >"$BENCH_OUT"; fi
