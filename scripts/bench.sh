@@ -192,8 +192,9 @@ mapfile -t W < <(wrk_rounds "$DIRECT" "$ROUTER" "$NGINXU")
 [ ${#W[@]} = 3 ] || die "wrk runs failed"
 W_DIRECT=${W[0]} W_ROUTER=${W[1]} W_NGINX=${W[2]}
 for w in "${W[@]}"; do
-  [ "$(kv "$w" status_errors)" = 0 ] && [ "$(kv "$w" socket_errors)" = 0 ] ||
+  if [ "$(kv "$w" status_errors)" != 0 ] || [ "$(kv "$w" socket_errors)" != 0 ]; then
     log "warning: errors during load: $w"
+  fi
 done
 
 # ---------------------------------------------------------------- fixed rate
@@ -293,8 +294,8 @@ per_chunk=$(awk -v a="$gr" -v b="$gd" 'BEGIN { printf "%.3f", (a - b) / 1000 }')
 opened=$(kv "$M_STREAMS" open) rss_open=$(kv "$M_STREAMS" rss_open_max_kb)
 per_stream=$(awk -v a="$rss_open" -v b="$RSS2_IDLE" -v n="$opened" 'BEGIN { printf "%.1f", (n > 0 ? (a - b) / n : 0) }')
 IFS='|' read -r h1c h1t h1s <<<"${HUNG[0]}"
-IFS='|' read -r h2c h2t h2s <<<"${HUNG[1]}"
-IFS='|' read -r h3c h3t h3s <<<"${HUNG[2]}"
+IFS='|' read -r h2c h2t _ <<<"${HUNG[1]}"
+IFS='|' read -r h3c h3t _ <<<"${HUNG[2]}"
 IFS='|' read -r h4c h4t h4s <<<"${HUNG[3]}"
 hung_ok=$(ok "$h1t < 2.5 && $h2t < 2.5 && $h3t < 2.5 && $h4t < 0.1 && \"$h4s\" == \"spare-m@spare\"")
 streams_ok=$(ok "$batch == 1 && ($gr - $gd) <= 500")

@@ -43,11 +43,8 @@ impl ApiKeys {
 pub enum LabError {
     #[error("server.listen is {listen}, which is not loopback, and no API keys are set: set server.api_keys_env to an environment variable holding comma-separated bearer tokens (and export it), or listen on 127.0.0.1")]
     OpenWithoutKeys { listen: std::net::SocketAddr },
-    #[error("machine '{machine}': cannot build its HTTP client: {source}")]
-    Client {
-        machine: String,
-        source: reqwest::Error,
-    },
+    #[error("machine '{machine}': {why}")]
+    Client { machine: String, why: String },
 }
 
 impl Lab {
@@ -84,9 +81,9 @@ impl Lab {
             .map(|m| {
                 Upstream::new(m)
                     .map(Arc::new)
-                    .map_err(|source| LabError::Client {
+                    .map_err(|why| LabError::Client {
                         machine: m.name.clone(),
-                        source,
+                        why,
                     })
             })
             .collect::<Result<_, _>>()?;
