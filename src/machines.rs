@@ -194,10 +194,6 @@ impl Machines {
         machines
     }
 
-    pub fn hub(&self) -> &Arc<Hub> {
-        &self.hub
-    }
-
     /// Resolves when some breaker changed or a lease ended (enable it before looking).
     pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
         self.hub.changed.notified()
@@ -319,10 +315,6 @@ impl Machines {
             }
         }
     }
-
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.cells.iter().map(|c| c.name.as_str())
-    }
 }
 
 fn lock(m: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
@@ -396,10 +388,6 @@ pub struct Lease {
 }
 
 impl Lease {
-    pub fn is_probe(&self) -> bool {
-        self.ticket.probe
-    }
-
     /// Reports how the call ended. Consumes the lease: one outcome per admission.
     pub fn finish(mut self, outcome: Outcome) -> Decision {
         self.done = true;

@@ -31,22 +31,6 @@ pub enum ReplayError {
     Event { index: usize, message: String },
 }
 
-/// The reason tokens of SPEC §3.2, as the proxy names them (`x-labrouter-skipped`, attempts).
-const REASONS: [(&str, FailureKind); 13] = [
-    ("refused", FailureKind::Refused),
-    ("reset", FailureKind::Reset),
-    ("dns", FailureKind::Dns),
-    ("tls", FailureKind::Tls),
-    ("connect_timeout", FailureKind::ConnectTimeout),
-    ("hung", FailureKind::Hung),
-    ("timeout", FailureKind::Timeout),
-    ("http_5xx", FailureKind::Http5xx),
-    ("malformed", FailureKind::Malformed),
-    ("stream_cut", FailureKind::StreamCut),
-    ("stream_hung", FailureKind::StreamHung),
-    ("rate_limited", FailureKind::RateLimited),
-    ("health_check", FailureKind::HealthCheck),
-];
 const EVENT_KEYS: [&str; 5] = ["at_ms", "machine", "event", "reason", "retry_after_ms"];
 
 /// The receipt: what happened, plus a hash of it so two runs can be compared at a glance.
@@ -282,9 +266,9 @@ fn parse_event(v: &Value) -> Result<(u64, String, Kind), String> {
 
 /// A `failure` event's reason (a SPEC §3.2 token) and optional Retry-After.
 fn failure(obj: &Map<String, Value>) -> Result<Failure, String> {
-    let names = || REASONS.map(|(n, _)| n).join(", ");
+    let names = || FailureKind::ALL.map(FailureKind::as_str).join(", ");
     let kind = match obj.get("reason") {
-        Some(Value::String(s)) => REASONS.iter().find(|(n, _)| n == s).map(|(_, k)| *k),
+        Some(Value::String(s)) => FailureKind::ALL.into_iter().find(|k| k.as_str() == s),
         _ => None,
     };
     let Some(kind) = kind else {

@@ -113,10 +113,6 @@ impl Service {
         self.store.as_ref()
     }
 
-    pub fn config(&self) -> Option<&Path> {
-        self.config.as_deref()
-    }
-
     /// Reads the registry file again and swaps it in if valid.
     pub fn reload(&self) -> Result<Reloaded, ServiceError> {
         let config = self.config.as_deref().ok_or(ServiceError::NoConfig)?;

@@ -122,7 +122,7 @@ impl AttemptError {
 
     fn failure(failure: Failure, seen: Seen) -> Self {
         AttemptError {
-            reason: classify::reason(failure.kind),
+            reason: failure.kind.as_str(),
             detail: failure.detail.clone(),
             retry_after: failure.retry_after,
             outcome: Outcome::Failure(failure),

@@ -28,6 +28,45 @@ pub enum FailureKind {
     HealthCheck,
 }
 
+impl FailureKind {
+    /// Every kind, for parsing the tokens back (`labrouter replay`).
+    pub const ALL: [FailureKind; 13] = [
+        FailureKind::Refused,
+        FailureKind::Reset,
+        FailureKind::Dns,
+        FailureKind::Tls,
+        FailureKind::ConnectTimeout,
+        FailureKind::Hung,
+        FailureKind::Timeout,
+        FailureKind::Http5xx,
+        FailureKind::Malformed,
+        FailureKind::StreamCut,
+        FailureKind::StreamHung,
+        FailureKind::RateLimited,
+        FailureKind::HealthCheck,
+    ];
+
+    /// The short token naming the kind in `x-labrouter-skipped`, `attempts[].reason`,
+    /// SSE error events and replay traces (the same as its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Refused => "refused",
+            FailureKind::Reset => "reset",
+            FailureKind::Dns => "dns",
+            FailureKind::Tls => "tls",
+            FailureKind::ConnectTimeout => "connect_timeout",
+            FailureKind::Hung => "hung",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Http5xx => "http_5xx",
+            FailureKind::Malformed => "malformed",
+            FailureKind::StreamCut => "stream_cut",
+            FailureKind::StreamHung => "stream_hung",
+            FailureKind::RateLimited => "rate_limited",
+            FailureKind::HealthCheck => "health_check",
+        }
+    }
+}
+
 /// One qualifying failure: its kind, plain words for people, and any Retry-After.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Failure {

@@ -109,22 +109,3 @@ pub fn valid_completion(endpoint: Endpoint, body: &[u8]) -> Result<(), String> {
         format!("expected JSON with '{what}' ({e})")
     })
 }
-
-/// The short token naming a failure in headers and `attempts[].reason`.
-pub fn reason(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::Refused => "refused",
-        FailureKind::Reset => "reset",
-        FailureKind::Dns => "dns",
-        FailureKind::Tls => "tls",
-        FailureKind::ConnectTimeout => "connect_timeout",
-        FailureKind::Hung => "hung",
-        FailureKind::Timeout => "timeout",
-        FailureKind::Http5xx => "http_5xx",
-        FailureKind::Malformed => "malformed",
-        FailureKind::StreamCut => "stream_cut",
-        FailureKind::StreamHung => "stream_hung",
-        FailureKind::RateLimited => "rate_limited",
-        FailureKind::HealthCheck => "health_check",
-    }
-}

@@ -106,7 +106,7 @@ impl Relay {
 fn error_event(target: &str, failure: &Failure) -> Bytes {
     let body = serde_json::json!({"error": {
         "type": "upstream_error",
-        "code": super::classify::reason(failure.kind),
+        "code": failure.kind.as_str(),
         "message": format!("{target} failed mid-stream: {failure}"),
         "target": target,
     }});
