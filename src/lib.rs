@@ -5,6 +5,7 @@
 //! - [`route`]: pure keyword routing from a request to a route and its chain.
 //! - [`request`]: reading a request body once; rewriting its `model` for a target.
 //! - [`breaker`]: the pure per-machine breaker, `step(state, event, now)`.
+//! - [`clock`]: tokio's clock and checked arithmetic on it.
 //! - [`machines`]: the live breakers, leases and counters around it.
 //! - [`upstream`]: one attempt at one machine: timeouts, liveness check, classification.
 //! - [`proxy`]: the chain walk and the error when nothing served.
@@ -23,6 +24,7 @@
 //! - [`demo`]: `labrouter demo`, a simulated lab with a scripted outage, narrated.
 
 pub mod breaker;
+pub mod clock;
 pub mod demo;
 pub mod health;
 pub mod host;

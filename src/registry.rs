@@ -19,7 +19,11 @@ mod tests;
 mod units;
 
 use raw::{RawBreaker, RawRegistry, RawTimeouts};
-pub use units::{parse_duration, parse_size};
+pub use units::{parse_duration, parse_duration_max, parse_size, DURATION_MAX};
+
+/// The longest timeout, cooldown or interval registry.yaml may set (SPEC §7): a value
+/// beyond it is a typo, and would overflow the clock.
+pub const SPAN_MAX: Duration = Duration::from_secs(30 * 86_400);
 
 /// The four timeouts of SPEC §3.3 for one machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -253,7 +257,7 @@ fn duration(
     match s {
         None => Ok(fallback),
         Some(s) => {
-            let d = parse_duration(&s.value).map_err(|e| (s.referenced, format!("{what}: {e}")))?;
+            let d = parse_duration_max(&s.value, SPAN_MAX).map_err(|e| (s.referenced, format!("{what}: {e}")))?;
             if d.is_zero() {
                 return err(
                     s.referenced,

@@ -60,6 +60,9 @@ pub enum Fault {
     /// Streams: send headers and N chunks, then go silent forever with the connection open;
     /// meanwhile the whole machine is frozen (/v1/models hangs too). Non-stream: like Hang.
     StallAfter(usize),
+    /// 200 application/json whose body is this many bytes, sent in 64 KiB frames and never
+    /// built whole: a valid completion's opening, then spaces, then its end.
+    Huge(usize),
 }
 
 /// Handle to one simulated machine; clones share it. Dropping handles does not stop serving
@@ -383,6 +386,7 @@ async fn handle(inner: Arc<Inner>, kill: Arc<Notify>, req: Request<Incoming>) ->
             return resp;
         }
         Fault::Malformed => return reply(StatusCode::OK, "application/json", "<html>oops</html>"),
+        Fault::Huge(n) => return reply(StatusCode::OK, "application/json", huge_body(*n)),
         Fault::SlowFirstByte(d) => tokio::time::sleep(*d).await,
         _ => {}
     }
@@ -504,6 +508,24 @@ impl Feed {
             }
         }))
     }
+}
+
+/// `n` bytes of a valid chat completion padded with spaces, streamed in 64 KiB frames.
+fn huge_body(n: usize) -> Body {
+    const FRAME: usize = 64 << 10;
+    let head: &'static [u8] = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"big"}}],"pad":""#;
+    let tail: &'static [u8] = br#""}"#;
+    let pad = n.saturating_sub(head.len() + tail.len());
+    let frames = futures_util::stream::iter(
+        std::iter::once(Bytes::from_static(head))
+            .chain((0..pad.div_ceil(FRAME)).map(move |i| {
+                let len = FRAME.min(pad - i * FRAME);
+                Bytes::from(vec![b' '; len])
+            }))
+            .chain(std::iter::once(Bytes::from_static(tail)))
+            .map(Ok::<_, Infallible>),
+    );
+    Body::from_stream(frames)
 }
 
 fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response<Body> {

@@ -18,7 +18,7 @@ use crate::breaker::{Failure, FailureKind};
 use crate::machines::Outcome;
 use crate::registry::{Machine, Timeouts};
 
-mod classify;
+pub mod classify;
 mod stream;
 
 pub use stream::relay;
@@ -188,7 +188,7 @@ impl Upstream {
         deadline: Instant,
     ) -> Result<Answer, AttemptError> {
         let started = Instant::now();
-        let machine_deadline = started + self.timeouts.total;
+        let machine_deadline = crate::clock::after(started, self.timeouts.total);
         let deadline = deadline.min(machine_deadline);
         let mut req = self
             .client
@@ -324,8 +324,8 @@ impl Upstream {
         let detail = format!("HTTP {code}");
         match code {
             429 => match retry_after {
-                Some(ra) if Instant::now() + ra <= deadline => AttemptError {
-                    outcome: Outcome::RateLimited(Instant::now() + ra),
+                Some(ra) if crate::clock::from_now(ra) <= deadline => AttemptError {
+                    outcome: Outcome::RateLimited(crate::clock::from_now(ra)),
                     seen: Seen::RateLimited,
                     detail: format!("HTTP 429, retry after {}", words(ra)),
                     reason: "rate_limited",
@@ -389,7 +389,7 @@ impl Upstream {
     ) -> Waited<F::Output> {
         tokio::pin!(fut);
         loop {
-            let check_at = (Instant::now() + every).min(deadline);
+            let check_at = crate::clock::from_now(every).min(deadline);
             tokio::select! {
                 out = &mut fut => return Waited::Done(out),
                 () = tokio::time::sleep_until(check_at) => {}

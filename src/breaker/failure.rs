@@ -121,6 +121,9 @@ pub fn words(d: Duration) -> String {
         return format!("{:.1}s", d.as_secs_f64());
     }
     let s = d.as_secs();
+    if s >= 86_400 && s.is_multiple_of(86_400) {
+        return format!("{}d", s / 86_400);
+    }
     match (s / 3600, (s % 3600) / 60, s % 60) {
         (0, 0, s) => format!("{s}s"),
         (0, m, 0) => format!("{m}m"),

@@ -1,10 +1,42 @@
-//! The unit strings of registry.yaml: durations (`250ms`, `5s`, `1m30s`) and sizes (`16MiB`).
+//! The unit strings of registry.yaml: durations (`250ms`, `5s`, `1m30s`, `7d`) and sizes
+//! (`16MiB`).
+//!
+//! Every duration that enters from outside (registry.yaml, headers, query strings) passes
+//! through [`parse_duration`], which bounds it, so no later `Instant + Duration` overflows.
 
 use std::time::Duration;
 
-/// Parses `250ms`, `5s`, `1m`, `1h`, or a sum of them such as `1m30s`.
+/// The longest duration any text may name: ten years.
+pub const DURATION_MAX: Duration = Duration::from_secs(10 * 365 * 86_400);
+
+/// Parses `250ms`, `5s`, `1m`, `1h`, `1d`, or a sum of them such as `1m30s`, up to
+/// [`DURATION_MAX`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    parse_duration_max(s, DURATION_MAX)
+}
+
+/// [`parse_duration`] with a tighter bound; the error names it.
+pub fn parse_duration_max(s: &str, max: Duration) -> Result<Duration, String> {
+    let d = parse_unbounded(s)?;
+    if d > max {
+        return Err(format!(
+            "expected a duration of at most {}, got '{}'",
+            crate::breaker::failure::words(max),
+            s.trim()
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_unbounded(s: &str) -> Result<Duration, String> {
     let expected = || format!("expected a duration like 250ms, 5s, 1m or 1m30s, got '{s}'");
+    let too_long = || {
+        format!(
+            "expected a duration of at most {}, got '{}'",
+            crate::breaker::failure::words(DURATION_MAX),
+            s.trim()
+        )
+    };
     let mut rest = s.trim();
     if rest.is_empty() {
         return Err(expected());
@@ -17,7 +49,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         if digits == 0 {
             return Err(expected());
         }
-        let n: u64 = rest[..digits].parse().map_err(|_| expected())?;
+        let n: u64 = rest[..digits].parse().map_err(|_| too_long())?;
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
@@ -27,9 +59,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "s" => Duration::from_secs(n),
             "m" => Duration::from_secs(n.saturating_mul(60)),
             "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "d" => Duration::from_secs(n.saturating_mul(86_400)),
             _ => return Err(expected()),
         };
-        total = total.checked_add(part).ok_or_else(expected)?;
+        total = total.checked_add(part).ok_or_else(too_long)?;
+        if total > DURATION_MAX {
+            return Err(too_long());
+        }
         rest = &rest[unit_len..];
     }
     Ok(total)

@@ -66,18 +66,31 @@ pub fn root(e: &reqwest::Error) -> String {
     last.to_string()
 }
 
-/// `Retry-After` as delta-seconds (the form LLM servers send) or an HTTP date.
+/// The longest `Retry-After` believed (SPEC §7): a machine that asks for more is clamped.
+pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(86_400);
+
+/// `Retry-After` as delta-seconds (the form LLM servers send, also with a fraction) or an
+/// HTTP date, clamped to [`RETRY_AFTER_MAX`]; nonsense (negative, not finite, unreadable)
+/// is `None`, as if the header were absent. Never panics, whatever the machine sent.
 pub fn retry_after(v: &HeaderValue) -> Option<Duration> {
-    let s = v.to_str().ok()?.trim();
+    retry_after_str(v.to_str().ok()?)
+}
+
+/// [`retry_after`] on the header's text.
+pub fn retry_after_str(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let max = RETRY_AFTER_MAX;
     if let Ok(secs) = s.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
+        return Some(Duration::from_secs(secs).min(max));
     }
     if let Ok(secs) = s.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        let ok = secs.is_finite() && secs >= 0.0;
+        return ok.then(|| Duration::from_secs_f64(secs.min(max.as_secs_f64())));
     }
     let when = jiff::fmt::rfc2822::parse(s).ok()?.timestamp();
     let left = when.duration_since(jiff::Timestamp::now());
-    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
+    // A date in the past means "now"; one beyond a day is clamped like any other value.
+    Some(Duration::try_from(left).unwrap_or(Duration::ZERO).min(max))
 }
 
 #[derive(Deserialize)]

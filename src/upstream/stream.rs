@@ -39,7 +39,7 @@ pub fn relay(
     deadline: Instant,
     target: String,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    let deadline = deadline.min(Instant::now() + upstream.timeouts.total);
+    let deadline = deadline.min(crate::clock::from_now(upstream.timeouts.total));
     let relay = Relay {
         first: Some(first),
         rest,
