@@ -276,6 +276,9 @@ impl Breaker {
                 }
                 Decision::Recorded
             }
+            // A manual action that would change nothing is no transition: nothing to ledger.
+            Event::ForceOpen(_) if self.phase == Phase::ForcedOpen => Decision::Recorded,
+            Event::ForceClose(_) | Event::Reset(_) if self.is_pristine() => Decision::Recorded,
             Event::ForceOpen(why) => {
                 self.enter(Phase::ForcedOpen, why, false, None, &mut transition);
                 Decision::Recorded
@@ -479,6 +482,11 @@ impl Breaker {
             cooldown_until,
             remote_attempted,
         });
+    }
+
+    /// Closed with nothing counted: what a close or a reset would leave.
+    fn is_pristine(&self) -> bool {
+        self.phase == Phase::Closed && self.failures == 0 && self.rate_limited_until.is_none()
     }
 
     /// Ends an admitted call that gave no verdict: a probe lease goes back.

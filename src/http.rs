@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -16,10 +16,12 @@ use tokio::time::Instant;
 use crate::breaker::{Event, Phase};
 use crate::lab::Lab;
 use crate::proxy::{self, client_error};
-use crate::registry::parse_duration;
+use crate::registry::parse_duration_max;
 use crate::request::Parsed;
 use crate::service::Service;
 use crate::upstream::Endpoint;
+
+mod guard;
 
 /// The router of the whole service, for `serve` and for tests without a socket.
 pub fn app(svc: Arc<Service>) -> Router {
@@ -44,46 +46,11 @@ pub fn app(svc: Arc<Service>) -> Router {
                 "no such endpoint".into(),
             )
         })
-        .layer(middleware::from_fn_with_state(Arc::clone(&svc), auth))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&svc),
+            guard::guard,
+        ))
         .with_state(svc)
-}
-
-/// With API keys set, everything but `/healthz` needs `Authorization: Bearer <key>`.
-async fn auth(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
-    let lab = svc.lab();
-    // The dashboard page holds no data (it fetches /status with the key it asks for), and
-    // a browser cannot send a bearer header when it first opens it.
-    let open = matches!(req.uri().path(), "/healthz" | "/");
-    if lab.api_keys.is_empty() || open {
-        return next.run(req).await;
-    }
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match token {
-        Some(t)
-            if lab
-                .api_keys
-                .iter()
-                .any(|k| same(k.as_bytes(), t.as_bytes())) =>
-        {
-            next.run(req).await
-        }
-        _ => client_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_request_error",
-            "invalid_api_key",
-            "missing or wrong API key: send Authorization: Bearer <key>".into(),
-        ),
-    }
-}
-
-/// Compares without stopping at the first differing byte.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Response {
@@ -97,6 +64,10 @@ async fn completions(State(svc): State<Arc<Service>>, req: Request) -> Response 
 async fn embeddings(State(svc): State<Arc<Service>>, req: Request) -> Response {
     completion(svc.lab(), Endpoint::Embeddings, req).await
 }
+
+/// The longest `x-labrouter-wait` a request may ask for; the request's deadline bounds it
+/// further.
+const WAIT_MAX: Duration = Duration::from_secs(86_400);
 
 fn bad_request(code: &str, message: String) -> Response {
     client_error(
@@ -146,11 +117,27 @@ async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Response
         Err(e) => return bad_request("invalid_json", e.0),
     };
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    let wait = match header("x-labrouter-wait").map(parse_duration) {
+    let wait = match header("x-labrouter-wait").map(|v| parse_duration_max(v, WAIT_MAX)) {
         None => None,
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => return bad_request("invalid_header", format!("x-labrouter-wait: {e}")),
     };
+    // A vector store must never get vectors from a model it did not ask for (SPEC §4).
+    if endpoint == Endpoint::Embeddings && matches!(parsed.model.as_deref(), None | Some("auto")) {
+        let names: Vec<&str> = lab
+            .registry
+            .models
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        return bad_request(
+            "model_required",
+            format!(
+                "embeddings need a model: keyword routing ('auto') could embed with a different model each time; name one of: {}",
+                names.join(", ")
+            ),
+        );
+    }
     let decision = match lab.router.decide(
         &lab.registry,
         header("x-labrouter-route"),
@@ -367,7 +354,8 @@ async fn admin_breaker(
             "invalid_request_error",
             "machine_not_found",
             format!(
-                "machine '{machine}' does not exist; expected one of: {}",
+                "machine '{}' does not exist; expected one of: {}",
+                crate::text::bounded(&machine),
                 known.join(", ")
             ),
         );
@@ -380,11 +368,16 @@ async fn admin_breaker(
             _ => return bad_request("invalid_json", "admin body must be a JSON object like {\"by\": \"alice\", \"why\": \"maintenance\"}".into()),
         }
     };
+    // Outside text bound for the log and the ledger: short, no control characters.
     let by = note
         .get("by")
         .and_then(Value::as_str)
-        .or_else(|| headers.get("x-labrouter-by").and_then(|v| v.to_str().ok()));
-    let why = note.get("why").and_then(Value::as_str);
+        .or_else(|| headers.get("x-labrouter-by").and_then(|v| v.to_str().ok()))
+        .map(crate::text::bounded);
+    let why = note
+        .get("why")
+        .and_then(Value::as_str)
+        .map(crate::text::bounded);
     let words = match (by, why) {
         (Some(b), Some(w)) => format!("manual {action} by {b}: {w}"),
         (Some(b), None) => format!("manual {action} by {b}"),
@@ -400,7 +393,10 @@ async fn admin_breaker(
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",
                 "unknown_action",
-                format!("unknown action '{action}'; expected open, close or reset"),
+                format!(
+                    "unknown action '{}'; expected open, close or reset",
+                    crate::text::bounded(&action)
+                ),
             )
         }
     };

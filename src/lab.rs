@@ -43,6 +43,8 @@ impl ApiKeys {
 pub enum LabError {
     #[error("server.listen is {listen}, which is not loopback, and no API keys are set: set server.api_keys_env to an environment variable holding comma-separated bearer tokens (and export it), or listen on 127.0.0.1")]
     OpenWithoutKeys { listen: std::net::SocketAddr },
+    #[error("server.api_keys_env names {var}, which is unset or holds no key: export {var} with comma-separated bearer tokens, or remove api_keys_env")]
+    KeysUnset { var: String },
     #[error("machine '{machine}': {why}")]
     Client { machine: String, why: String },
 }
@@ -58,28 +60,34 @@ impl Lab {
     pub fn build(registry: Registry, hub: Arc<Hub>, old: Option<&Lab>) -> Result<Lab, LabError> {
         // Before the breakers exist, so their state gauges land in the recorder.
         crate::telemetry::install();
-        let api_keys: Vec<String> = registry
+        let keys: Vec<String> = registry
             .server
             .api_keys_env
             .as_deref()
-            .and_then(|var| std::env::var(var).ok())
-            .map(|v| {
-                v.split(',')
+            .map(|var| {
+                std::env::var(var)
+                    .unwrap_or_default()
+                    .split(',')
                     .map(|k| k.trim().to_string())
                     .filter(|k| !k.is_empty())
                     .collect()
             })
             .unwrap_or_default();
-        if !registry.server.listen.ip().is_loopback() && api_keys.is_empty() {
+        if !crate::registry::is_loopback(registry.server.listen.ip()) && keys.is_empty() {
             return Err(LabError::OpenWithoutKeys {
                 listen: registry.server.listen,
             });
         }
+        // A typo in the variable's name must not silently switch auth off.
+        if let (Some(var), true) = (&registry.server.api_keys_env, keys.is_empty()) {
+            return Err(LabError::KeysUnset { var: var.clone() });
+        }
+        let api_keys = keys;
         let upstreams = registry
             .machines
             .iter()
             .map(|m| {
-                Upstream::new(m)
+                Upstream::new(m, registry.server.max_upstream_body)
                     .map(Arc::new)
                     .map_err(|why| LabError::Client {
                         machine: m.name.clone(),

@@ -14,12 +14,14 @@
 //! - [`http`]: handlers, auth, body limits; [`app`] builds the router.
 //! - [`lab`]: everything one loaded registry needs at run time.
 //! - [`service`]: the current lab behind an atomic swap; reloads.
+//! - [`server`]: the accept loop, connection bounds and the graceful drain; [`serve`].
 //! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
 //! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
 //! - [`telegram`]: breaker alerts and the daily digest over Telegram, queued off the request path.
 //! - [`watch`]: reload when registry.yaml changes; [`sdnotify`]: systemd readiness.
 //! - [`status`]: `labrouter status`, a running router's breakers as a table.
 //! - [`telemetry`]: Prometheus metrics.
+//! - [`text`]: outside text bounded and escaped for logs, the ledger and messages.
 //! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.
 //! - [`demo`]: `labrouter demo`, a simulated lab with a scripted outage, narrated.
 
@@ -37,58 +39,18 @@ pub mod replay;
 pub mod request;
 pub mod route;
 pub mod sdnotify;
+pub mod server;
 pub mod service;
 pub mod sim;
 pub mod status;
 pub mod store;
 pub mod telegram;
 pub mod telemetry;
+pub mod text;
 pub mod upstream;
 pub mod watch;
 
-use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
-
-use axum::serve::ListenerExt;
-
 pub use http::app;
 pub use lab::Lab;
+pub use server::serve;
 pub use service::Service;
-
-/// Serves on `listener` until `shutdown` resolves; then stops accepting and lets requests
-/// in flight finish, for at most `grace` (SPEC §8).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    service: Arc<Service>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    grace: Duration,
-) -> std::io::Result<()> {
-    let (stopping, mut stopped) = tokio::sync::watch::channel(false);
-    // Without TCP_NODELAY, back-to-back streamed answers on a kept-alive connection wait
-    // ~40 ms each for a delayed ACK (Nagle).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY not set");
-        }
-    });
-    let server = axum::serve(listener, app(service)).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = stopping.send(true);
-    });
-    let bound = async move {
-        while !*stopped.borrow_and_update() {
-            if stopped.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-        tokio::time::sleep(grace).await;
-    };
-    tokio::select! {
-        served = server => served,
-        () = bound => {
-            tracing::warn!(grace_s = grace.as_secs(), "requests still in flight after the shutdown grace: cutting them");
-            Ok(())
-        }
-    }
-}

@@ -43,14 +43,18 @@ pub enum Outcome {
     Neutral,
 }
 
-/// One machine's breaker and counters.
+/// One machine's breaker and counters. A machine keeps its one cell for as long as it is in
+/// the registry: a reload changes its policy and bulkhead limit in place, so a lease in
+/// flight (a probe above all) always reports to the breaker that serves on.
 #[derive(Debug)]
 pub struct Cell {
     pub name: String,
-    pub policy: Policy,
-    max_concurrency: u32,
+    /// The bulkhead limit; a reload may change it while calls are in flight.
+    max_concurrency: AtomicU32,
     /// A std Mutex: each step is a few comparisons and is never held across an await.
     breaker: Mutex<Breaker>,
+    /// Read on every step; a reload swaps it under its own lock.
+    policy: Mutex<Policy>,
     inflight: AtomicU32,
     remote_attempts: AtomicU64,
     local_rejections: AtomicU64,
@@ -129,8 +133,8 @@ pub struct Rejected {
 fn new_cell(m: &crate::registry::Machine) -> Cell {
     Cell {
         name: m.name.clone(),
-        policy: m.breaker.clone(),
-        max_concurrency: m.max_concurrency,
+        policy: Mutex::new(m.breaker.clone()),
+        max_concurrency: AtomicU32::new(m.max_concurrency),
         breaker: Mutex::new(Breaker::new(&m.breaker)),
         inflight: AtomicU32::new(0),
         remote_attempts: AtomicU64::new(0),
@@ -158,23 +162,11 @@ impl Machines {
                 let Some(prev) = old.and_then(|o| o.cells.iter().find(|c| c.name == m.name)) else {
                     return Arc::new(new_cell(m));
                 };
-                if prev.policy == m.breaker && prev.max_concurrency == m.max_concurrency {
-                    // The same cell: leases in flight report to the breaker that serves on.
-                    return Arc::clone(prev);
-                }
-                let cell = new_cell(m);
-                *lock(&cell.breaker) = lock(&prev.breaker).clone();
-                cell.remote_attempts.store(
-                    prev.remote_attempts.load(Ordering::Relaxed),
-                    Ordering::Relaxed,
-                );
-                cell.local_rejections.store(
-                    prev.local_rejections.load(Ordering::Relaxed),
-                    Ordering::Relaxed,
-                );
-                cell.rerouted
-                    .store(prev.rerouted.load(Ordering::Relaxed), Ordering::Relaxed);
-                Arc::new(cell)
+                // The same cell, retuned: leases in flight report to the breaker that serves on.
+                prev.max_concurrency
+                    .store(m.max_concurrency, Ordering::Release);
+                *lock(&prev.policy) = m.breaker.clone();
+                Arc::clone(prev)
             })
             .collect();
         let machines = Machines { cells, hub };
@@ -213,7 +205,7 @@ impl Machines {
         // The bulkhead first: a full machine is busy, not failing, and must not take a probe
         // lease it cannot use.
         let prev = cell.inflight.fetch_add(1, Ordering::AcqRel);
-        if prev >= cell.max_concurrency {
+        if prev >= cell.max_concurrency.load(Ordering::Acquire) {
             cell.inflight.fetch_sub(1, Ordering::AcqRel);
             cell.local_rejections.fetch_add(1, Ordering::Relaxed);
             return Err(Rejected {
@@ -282,11 +274,12 @@ impl Machines {
         match restored {
             Restored::Found { verdict, written } => {
                 let age = wall.duration_since(*written).unwrap_or(Duration::ZERO);
-                if age > max_age {
+                // A breaker forced open by hand stays open until closed by hand (SPEC §7).
+                if age > max_age && verdict.state != Phase::ForcedOpen {
                     tracing::info!(machine = %cell.name, age_s = age.as_secs(), "stored verdict is older than max_cooldown: ignored");
                     return;
                 }
-                let b = verdict.to_breaker(&cell.policy, now, wall);
+                let b = verdict.to_breaker(&lock(&cell.policy), now, wall);
                 if b.phase != Phase::Closed || b.failures > 0 {
                     tracing::warn!(machine = %cell.name, state = %b.phase, failures = b.failures, "breaker restored from the store");
                 }
@@ -300,7 +293,7 @@ impl Machines {
                     guard.phase = Phase::Open;
                     guard.generation += 1;
                     guard.opened_at = Some(now);
-                    guard.open_until = Some(now + guard.cooldown);
+                    guard.open_until = Some(crate::clock::after(now, guard.cooldown));
                     guard.last_reason = Some("state_unreadable".into());
                     Transition {
                         from,
@@ -317,7 +310,7 @@ impl Machines {
     }
 }
 
-fn lock(m: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while stepping cannot leave a half-written Breaker (step is by value), so a
     // poisoned lock still holds a whole state.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -326,9 +319,10 @@ fn lock(m: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
 fn step_cell(cell: &Cell, hub: &Hub, event: Event) -> Decision {
     let now = Instant::now();
     let output = {
+        let policy = lock(&cell.policy).clone();
         let mut guard = lock(&cell.breaker);
-        let state = std::mem::replace(&mut *guard, Breaker::new(&cell.policy));
-        let (next, output) = state.step(event, now, &cell.policy);
+        let state = std::mem::replace(&mut *guard, Breaker::new(&policy));
+        let (next, output) = state.step(event, now, &policy);
         *guard = next;
         output
     };

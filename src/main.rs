@@ -177,6 +177,7 @@ async fn serve(config: &std::path::Path) -> anyhow::Result<ExitCode> {
         );
     }
     tokio::spawn(labrouter::health::run(Arc::clone(&svc)));
+    tokio::spawn(labrouter::service::prune_daily(Arc::clone(&svc)));
     // Alerts and the daily digest, when the registry has a telegram: block; off the request path.
     let _telegram = labrouter::telegram::spawn(&svc);
     #[cfg(unix)]

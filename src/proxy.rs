@@ -59,14 +59,17 @@ pub async fn forward(
     let reg = &lab.registry;
     let chain = decision.chain(reg);
     let started = Instant::now();
-    let deadline = started
-        + chain
-            .iter()
-            .map(|&m| reg.machines[reg.models[m].machine].timeouts.total)
-            .max()
-            .unwrap_or(Duration::from_secs(600));
-    let wait_until = wait.map(|w| (started + w).min(deadline));
+    let longest = chain
+        .iter()
+        .map(|&m| reg.machines[reg.models[m].machine].timeouts.total)
+        .max()
+        .unwrap_or(Duration::from_secs(600));
+    let deadline = crate::clock::after(started, longest);
+    let wait_until = wait.map(|w| crate::clock::after(started, w).min(deadline));
     let label = decision.label(reg).to_string();
+    let first_backend = chain
+        .first()
+        .map_or("", |&m| reg.models[m].backend.as_str());
     let mut attempts: Vec<Attempt> = Vec::new();
 
     loop {
@@ -76,6 +79,11 @@ pub async fn forward(
         changed.as_mut().enable();
 
         for &model in chain {
+            // Embeddings fall back only to the same backend model: vectors of another model
+            // would corrupt the client's index without a word (SPEC §4).
+            if endpoint == Endpoint::Embeddings && reg.models[model].backend != first_backend {
+                continue;
+            }
             let machine = reg.models[model].machine;
             let lease = match lab.machines.admit(machine) {
                 Ok(lease) => lease,
@@ -171,7 +179,7 @@ pub async fn forward(
                         AttemptKind::Failed { .. } => None,
                     })
                     .min()
-                    .map_or(until, |d| (now + d).min(until));
+                    .map_or(until, |d| crate::clock::after(now, d).min(until));
                 tokio::select! {
                     () = tokio::time::sleep_until(soonest) => {}
                     () = &mut changed => {}

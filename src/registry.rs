@@ -4,8 +4,7 @@
 //! are errors. A [`Registry`] that exists is valid: the rest of the program never checks
 //! it again.
 
-use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -14,11 +13,14 @@ use serde_saphyr::{Location, Spanned};
 use crate::breaker::Policy;
 
 mod raw;
+mod server;
 #[cfg(test)]
 mod tests;
 mod units;
 
 use raw::{RawBreaker, RawRegistry, RawTimeouts};
+use server::validate_server;
+pub use server::{is_loopback, Cidr, Server, DEFAULT_ORIGINS};
 pub use units::{parse_duration, parse_duration_max, parse_size, DURATION_MAX};
 
 /// The longest timeout, cooldown or interval registry.yaml may set (SPEC §7): a value
@@ -70,16 +72,6 @@ pub struct Route {
     pub images: bool,
     /// Indexes into [`Registry::models`], in fallback order.
     pub chain: Vec<usize>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Server {
-    pub listen: SocketAddr,
-    pub api_keys_env: Option<String>,
-    pub state_dir: PathBuf,
-    pub max_body: usize,
-    /// How long SIGTERM lets requests in flight finish.
-    pub shutdown_grace: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -257,7 +249,8 @@ fn duration(
     match s {
         None => Ok(fallback),
         Some(s) => {
-            let d = parse_duration_max(&s.value, SPAN_MAX).map_err(|e| (s.referenced, format!("{what}: {e}")))?;
+            let d = parse_duration_max(&s.value, SPAN_MAX)
+                .map_err(|e| (s.referenced, format!("{what}: {e}")))?;
             if d.is_zero() {
                 return err(
                     s.referenced,
@@ -399,66 +392,40 @@ fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
     })
 }
 
-fn validate_server(raw: &raw::RawServer) -> Result<Server, Invalid> {
-    let listen = match &raw.listen {
-        None => SocketAddr::from(([127, 0, 0, 1], 8080)),
-        Some(s) => parse_listen(&s.value).ok_or_else(|| {
-            (
-                s.referenced,
-                format!(
-                    "server.listen: expected an address like 127.0.0.1:8080, got '{}'",
-                    s.value
-                ),
-            )
-        })?,
-    };
-    let max_body = match &raw.max_body {
-        None => 16 << 20,
-        Some(s) => match parse_size(&s.value) {
-            Ok(0) => return err(s.referenced, "server.max_body: expected a size above zero"),
-            Ok(n) => n,
-            Err(e) => return err(s.referenced, format!("server.max_body: {e}")),
-        },
-    };
-    Ok(Server {
-        listen,
-        api_keys_env: raw.api_keys_env.clone(),
-        state_dir: PathBuf::from(raw.state_dir.as_deref().unwrap_or("./state")),
-        max_body,
-        shutdown_grace: duration(
-            &raw.shutdown_grace,
-            Duration::from_secs(30),
-            "server.shutdown_grace",
-        )?,
-    })
-}
-
-/// `host:port` where host is an IP address or `localhost`.
-fn parse_listen(s: &str) -> Option<SocketAddr> {
-    if let Ok(addr) = s.parse() {
-        return Some(addr);
-    }
-    let port = s.strip_prefix("localhost:")?.parse().ok()?;
-    Some(SocketAddr::new(IpAddr::from([127, 0, 0, 1]), port))
-}
-
 fn validate_url(s: &Spanned<String>) -> Result<String, Invalid> {
+    // Errors never repeat a password the URL may hold.
+    let shown = without_userinfo(&s.value);
     let parsed = reqwest::Url::parse(&s.value).map_err(|e| {
         (
             s.referenced,
-            format!("url: expected an http(s) URL, got '{}' ({e})", s.value),
+            format!("url: expected an http(s) URL, got '{shown}' ({e})"),
         )
     })?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
         return err(
             s.referenced,
-            format!(
-                "url: expected an http:// or https:// URL with a host, got '{}'",
-                s.value
-            ),
+            format!("url: expected an http:// or https:// URL with a host, got '{shown}'"),
+        );
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return err(
+            s.referenced,
+            format!("url: '{shown}' carries a user name or password, which /status and the dashboard would show; put the key in an environment variable named by api_key_env"),
         );
     }
     Ok(s.value.trim_end_matches('/').to_string())
+}
+
+/// `scheme://user:pass@host/...` as `scheme://***@host/...`.
+fn without_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_string(),
+    }
 }
 
 fn validate_models(

@@ -27,6 +27,12 @@ pub enum ServiceError {
     Store(#[from] StoreError),
     #[error("this router was started without a registry file, so there is nothing to reload")]
     NoConfig,
+    #[error("{setting} changed ({old} -> {new}); restart to change it: a reload keeps the socket and its auth as they are")]
+    NeedsRestart {
+        setting: &'static str,
+        old: String,
+        new: String,
+    },
 }
 
 /// What a reload did.
@@ -127,9 +133,12 @@ impl Service {
     ) -> Result<Reloaded, ServiceError> {
         let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.lab.load_full();
-        let built = registry.map_err(ServiceError::from).and_then(|reg| {
-            Lab::build(reg, Arc::clone(&self.hub), Some(&old)).map_err(ServiceError::from)
-        });
+        let built = registry
+            .map_err(ServiceError::from)
+            .and_then(|reg| restart_only(&old.registry, &reg).map(|()| reg))
+            .and_then(|reg| {
+                Lab::build(reg, Arc::clone(&self.hub), Some(&old)).map_err(ServiceError::from)
+            });
         let lab = match built {
             Ok(lab) => lab,
             Err(e) => {
@@ -138,13 +147,6 @@ impl Service {
                 return Err(e);
             }
         };
-        if lab.registry.server.listen != old.registry.server.listen {
-            tracing::warn!(
-                old = %old.registry.server.listen,
-                new = %lab.registry.server.listen,
-                "server.listen changed: it takes effect at the next restart"
-            );
-        }
         let names = |l: &Lab| {
             l.registry
                 .machines
@@ -183,7 +185,39 @@ impl Service {
         );
         Ok(report)
     }
+}
 
+/// Prunes the ledger at start and then once a day, to `server.keep_ledger` (SPEC §7).
+pub async fn prune_daily(svc: Arc<Service>) {
+    loop {
+        if let Some(store) = svc.store() {
+            store.prune(svc.lab().registry.server.keep_ledger);
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
+    }
+}
+
+/// Settings a reload may not change (SPEC §7): the socket stays bound where it was, so its
+/// auth must stay as it was checked at start.
+fn restart_only(old: &Registry, new: &Registry) -> Result<(), ServiceError> {
+    let (o, n) = (&old.server, &new.server);
+    let changed =
+        |setting, old: String, new: String| Err(ServiceError::NeedsRestart { setting, old, new });
+    if o.listen != n.listen {
+        return changed("server.listen", o.listen.to_string(), n.listen.to_string());
+    }
+    if o.api_keys_env != n.api_keys_env {
+        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
+        return changed(
+            "server.api_keys_env",
+            show(&o.api_keys_env),
+            show(&n.api_keys_env),
+        );
+    }
+    Ok(())
+}
+
+impl Service {
     fn ledger(&self, from: &str, to: &str, reason: &str) {
         self.hub.ledger(Msg::Registry {
             at: SystemTime::now(),

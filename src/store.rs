@@ -113,6 +113,10 @@ pub enum Msg {
         /// `(machine, remote_attempts, local_rejections, rerouted)`.
         machines: Vec<(String, u64, u64, u64)>,
     },
+    /// Delete ledger rows older than this (unix ms): `server.keep_ledger`.
+    Prune {
+        before_ms: i64,
+    },
     /// Answer on this channel once everything sent before is on disk.
     Flush(mpsc::Sender<()>),
     Stop,
@@ -254,6 +258,15 @@ impl Store {
         &self.path
     }
 
+    /// Asks the writer to delete ledger rows older than `keep` (SPEC §7: the database does
+    /// not grow without bound).
+    pub fn prune(&self, keep: Duration) {
+        let before = SystemTime::now().checked_sub(keep).unwrap_or(UNIX_EPOCH);
+        let _ = self.tx.send(Msg::Prune {
+            before_ms: ms(before),
+        });
+    }
+
     /// Blocks until every transition sent so far is written (at most `limit`).
     pub fn flush(&self, limit: Duration) -> bool {
         let (ack, done) = mpsc::channel();
@@ -281,6 +294,7 @@ fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &Path) {
                 Msg::Transition(_)
                 | Msg::Registry { .. }
                 | Msg::Meta { .. }
+                | Msg::Prune { .. }
                 | Msg::Counters { .. } => batch.push(msg),
                 Msg::Flush(ack) => acks.push(ack),
                 Msg::Stop => stop = true,
@@ -333,6 +347,16 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
                 machines,
             } => {
                 write_counters(&tx, *at_ms, *boot_ms, machines)?;
+                continue;
+            }
+            Msg::Prune { before_ms } => {
+                let gone = tx.execute("DELETE FROM ledger WHERE at_ms < ?1", params![before_ms])?;
+                if gone > 0 {
+                    tracing::info!(
+                        rows = gone,
+                        "ledger rows older than server.keep_ledger pruned"
+                    );
+                }
                 continue;
             }
             Msg::Flush(_) | Msg::Stop => continue,
@@ -403,6 +427,51 @@ pub fn events(
         })
         .map_err(sqlite(path))?;
     rows.collect::<Result<Vec<_>, _>>().map_err(sqlite(path))
+}
+
+/// Trips (closed to open, forced_open or auth_failed) per machine since `since_ms`,
+/// counted by SQLite: the digest's 30-day figure without loading 30 days of rows.
+pub fn trips_since(path: &Path, since_ms: i64) -> Result<Vec<(String, u32)>, StoreError> {
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(sqlite(path))?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT machine, COUNT(*) FROM ledger
+             WHERE at_ms >= ?1 AND from_state = 'closed' AND to_state NOT IN ('closed', 'half_open')
+               AND machine != ?2
+             GROUP BY machine",
+        )
+        .map_err(sqlite(path))?;
+    let rows = stmt
+        .query_map(params![since_ms, REGISTRY_ROW], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?.clamp(0, u32::MAX.into()) as u32,
+            ))
+        })
+        .map_err(sqlite(path))?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sqlite(path))
+}
+
+/// The last ledger row of each machine before `before_ms`: its state when a window opens.
+pub fn last_rows_before(path: &Path, before_ms: i64) -> Result<Vec<Event>, StoreError> {
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(sqlite(path))?;
+    let mut out = Vec::new();
+    let mut stmt = conn
+        .prepare("SELECT MAX(seq) FROM ledger WHERE at_ms < ?1 GROUP BY machine")
+        .map_err(sqlite(path))?;
+    let seqs = stmt
+        .query_map(params![before_ms], |r| r.get::<_, i64>(0))
+        .map_err(sqlite(path))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sqlite(path))?;
+    drop(stmt);
+    drop(conn);
+    for seq in seqs {
+        out.extend(events(path, None, None, Some(seq + 1), 1)?);
+    }
+    Ok(out)
 }
 
 /// The phase names as stored; anything else in a row is unreadable.

@@ -54,6 +54,8 @@ pub struct Upstream {
     /// it never shows in debug output.
     auth: Option<HeaderValue>,
     pub timeouts: Timeouts,
+    /// `server.max_upstream_body`: a whole answer is read up to this, never further.
+    max_body: usize,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -143,7 +145,7 @@ impl AttemptError {
 
 impl Upstream {
     /// The machine's client and URLs; fails only on a client or URL the registry let through.
-    pub fn new(machine: &Machine) -> Result<Upstream, String> {
+    pub fn new(machine: &Machine, max_body: usize) -> Result<Upstream, String> {
         let client = reqwest::Client::builder()
             .connect_timeout(machine.timeouts.connect)
             .redirect(reqwest::redirect::Policy::none())
@@ -176,6 +178,7 @@ impl Upstream {
             url: machine.url.clone(),
             auth,
             timeouts: machine.timeouts.clone(),
+            max_body,
         })
     }
 
@@ -269,9 +272,20 @@ impl Upstream {
                 Chunk::Deadline => Err(self.past_deadline(started, deadline, machine_deadline)),
             };
         }
-        let body = match tokio::time::timeout_at(deadline, resp.bytes()).await {
+        let body = match tokio::time::timeout_at(deadline, read_limited(resp, self.max_body)).await
+        {
             Ok(Ok(body)) => body,
-            Ok(Err(e)) => {
+            Ok(Err(Unread::TooLarge)) => {
+                let failure = Failure::new(
+                    FailureKind::Malformed,
+                    format!(
+                        "malformed answer: larger than server.max_upstream_body ({} bytes)",
+                        self.max_body
+                    ),
+                );
+                return Err(AttemptError::failure(failure, Seen::BadGateway));
+            }
+            Ok(Err(Unread::Cut(e))) => {
                 let failure = Failure::new(
                     FailureKind::Reset,
                     format!("answer cut while reading: {}", classify::root(&e)),
@@ -360,7 +374,7 @@ impl Upstream {
                 AttemptError::failure(Failure::new(FailureKind::Http5xx, detail), Seen::BadGateway)
             }
             _ => {
-                let body = tokio::time::timeout_at(deadline, resp.bytes())
+                let body = tokio::time::timeout_at(deadline, read_limited(resp, self.max_body))
                     .await
                     .ok()
                     .and_then(Result::ok)
@@ -451,6 +465,30 @@ impl Upstream {
             Waited::Deadline => Chunk::Deadline,
         }
     }
+}
+
+/// Why a whole answer could not be read.
+enum Unread {
+    TooLarge,
+    Cut(reqwest::Error),
+}
+
+/// Reads a whole answer, at most `max` bytes: a larger one is refused on its declared
+/// length, or as soon as its bytes pass `max`, so it is never held whole (SPEC §7).
+async fn read_limited(mut resp: reqwest::Response, max: usize) -> Result<Bytes, Unread> {
+    let declared = resp.content_length().unwrap_or(0);
+    if declared > max as u64 {
+        return Err(Unread::TooLarge);
+    }
+    // Trust a declared length for the first allocation only up to a modest size.
+    let mut buf = bytes::BytesMut::with_capacity((declared as usize).min(1 << 20));
+    while let Some(chunk) = resp.chunk().await.map_err(Unread::Cut)? {
+        if buf.len() + chunk.len() > max {
+            return Err(Unread::TooLarge);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
 }
 
 /// `base` + `path` as a URL.

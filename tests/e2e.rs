@@ -8,9 +8,17 @@ mod support;
 
 #[path = "e2e/breaker.rs"]
 mod breaker;
+#[path = "e2e/browser.rs"]
+mod browser;
+#[path = "e2e/connections.rs"]
+mod connections;
 #[path = "e2e/fallback.rs"]
 mod fallback;
+#[path = "e2e/hardening.rs"]
+mod hardening;
 #[path = "e2e/input.rs"]
 mod input;
+#[path = "e2e/reload.rs"]
+mod reload;
 #[path = "e2e/streaming.rs"]
 mod streaming;

@@ -426,3 +426,160 @@ async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
         .unwrap();
     assert_eq!(counters, 0, "the new table exists");
 }
+
+// === SPEC §7: the database does not grow without bound ===
+
+async fn admin(r: &Router, action: &str, body: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}/admin/breakers/gpu-box/{action}", r.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The reproduction: 20 × 2 MB admin POSTs made a 45 MB database and a 40 MB events page;
+/// a `why` with a newline forged a log line. Fields are cut to 200 characters and escaped;
+/// actions that change nothing are not ledgered.
+#[tokio::test(start_paused = true)]
+async fn admin_notes_are_bounded_and_no_op_actions_are_not_ledgered() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let r = Router::start(&m.yaml(dir.path())).await;
+    let huge = format!("line one\nFAKE LOG LINE{}", "x".repeat(1_900_000));
+    for _ in 0..3 {
+        let resp = admin(&r, "close", serde_json::json!({"by": "alice", "why": huge})).await;
+        assert_eq!(resp.status(), 200);
+    }
+    let resp = admin(
+        &r,
+        "open",
+        serde_json::json!({"by": "y".repeat(5000), "why": huge}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let resp = admin(&r, "open", serde_json::json!({"by": "bob"})).await;
+    assert_eq!(resp.status(), 200);
+    assert!(r.svc.store().unwrap().flush(Duration::from_secs(5)));
+    let v = r.events("machine=gpu-box").await;
+    let events = v["events"].as_array().unwrap();
+    assert_eq!(
+        events.len(),
+        1,
+        "closing a closed breaker and re-opening a forced one change nothing: {v}"
+    );
+    let reason = events[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.chars().count() <= 450,
+        "{} chars",
+        reason.chars().count()
+    );
+    assert!(
+        !reason.contains('\n') && reason.contains("line one\\nFAKE"),
+        "{reason}"
+    );
+    let db = std::fs::metadata(dir.path().join(labrouter::store::FILE))
+        .unwrap()
+        .len();
+    assert!(db < 1 << 20, "database is {db} bytes");
+    r.stop().await;
+}
+
+/// Ledger rows older than `server.keep_ledger` are pruned.
+#[tokio::test(start_paused = true)]
+async fn old_ledger_rows_are_pruned() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = m
+        .yaml(dir.path())
+        .replace("  max_body: 64KiB", "  max_body: 64KiB\n  keep_ledger: 7d");
+    drop(labrouter::store::Store::open(dir.path()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(dir.path().join(labrouter::store::FILE)).unwrap();
+        let now = labrouter::store::ms(SystemTime::now());
+        for days in [30, 8, 6, 1] {
+            conn.execute(
+                "INSERT INTO ledger (at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
+                                     remote_attempted, registry_version, remote_attempts, local_rejections)
+                 VALUES (?1, 'gpu-box', 'closed', 'open', ?2, 3, NULL, 1, 'test', 3, 0)",
+                rusqlite::params![now - days * 86_400_000, format!("{days} days ago")],
+            )
+            .unwrap();
+        }
+    }
+    let r = Router::start(&yaml).await;
+    let store = r.svc.store().unwrap();
+    store.prune(r.svc.lab().registry.server.keep_ledger);
+    assert!(store.flush(Duration::from_secs(5)));
+    let v = r.events("machine=gpu-box").await;
+    let reasons: Vec<&str> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["1 days ago", "6 days ago"]);
+    r.stop().await;
+}
+
+/// The digest reads one day of rows and counts 30 days in SQL, whatever the ledger holds.
+#[tokio::test(start_paused = true)]
+async fn the_digest_reads_a_bounded_day_and_counts_the_month_in_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(labrouter::store::Store::open(dir.path()).unwrap());
+    let path = dir.path().join(labrouter::store::FILE);
+    let now = labrouter::store::ms(SystemTime::now());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let row = |ago_ms: i64, machine: &str, from: &str, to: &str| {
+            conn.execute(
+                "INSERT INTO ledger (at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
+                                     remote_attempted, registry_version, remote_attempts, local_rejections)
+                 VALUES (?1, ?2, ?3, ?4, 'HTTP 500', 3, NULL, 1, 'test', 3, 0)",
+                rusqlite::params![now - ago_ms, machine, from, to],
+            )
+            .unwrap();
+        };
+        let day = 86_400_000;
+        // Ten days ago: 2,000 trips of the CPU box; 40 days ago: older than the month.
+        for i in 0..2000 {
+            row(10 * day + 2 * i, "ubuntu-box", "closed", "open");
+            row(10 * day + 2 * i + 1, "ubuntu-box", "open", "closed");
+        }
+        row(40 * day, "gpu-box", "closed", "open");
+        // The GPU box went down 2 days ago and came back 2 hours ago.
+        row(2 * day, "gpu-box", "closed", "open");
+        row(2 * 3_600_000, "gpu-box", "open", "closed");
+    }
+    let stored =
+        labrouter::telegram::read_store(&path, jiff::Timestamp::from_millisecond(now).unwrap())
+            .unwrap();
+    let mut month = stored.month_trips.clone();
+    month.sort();
+    assert_eq!(
+        month,
+        [("gpu-box".to_string(), 1), ("ubuntu-box".to_string(), 2000)]
+    );
+    // One row each before the day (the state it began with) and the day's own rows.
+    assert_eq!(stored.rows.len(), 3, "{:?}", stored.rows);
+    assert_eq!(stored.rows.last().unwrap().to, "closed");
+}
+
+/// A breaker forced open by hand stays open across restarts whatever its age.
+#[tokio::test(start_paused = true)]
+async fn a_forced_open_breaker_is_kept_across_restarts_whatever_its_age() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    seed(
+        dir.path(),
+        "gpu-box",
+        "forced_open",
+        Duration::from_secs(30 * 86_400),
+    );
+    let r = Router::start(&m.yaml(dir.path())).await;
+    assert_eq!(r.state("gpu-box"), "forced_open");
+    let resp = r.chat("code").await;
+    assert_eq!(header(&resp, "x-labrouter-target"), "coder-cpu@ubuntu-box");
+    assert_eq!(m.gpu.work_hits(), 0);
+    r.stop().await;
+}

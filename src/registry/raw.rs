@@ -30,6 +30,17 @@ pub struct RawServer {
     pub state_dir: Option<String>,
     pub max_body: Option<S<String>>,
     pub shutdown_grace: Option<S<String>>,
+    #[serde(default)]
+    pub allowed_hosts: Vec<S<String>>,
+    #[serde(default)]
+    pub allowed_origins: Vec<S<String>>,
+    #[serde(default)]
+    pub trusted_networks: Vec<S<String>>,
+    pub header_timeout: Option<S<String>>,
+    pub idle_timeout: Option<S<String>>,
+    pub max_connections: Option<S<u32>>,
+    pub max_upstream_body: Option<S<String>>,
+    pub keep_ledger: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

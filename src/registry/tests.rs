@@ -686,3 +686,160 @@ fn parse_size_rejects_other_forms() {
         assert!(e.contains("expected a size"), "{bad:?}: {e}");
     }
 }
+
+// === SPEC §7: bounded values, settings for browsers and connections ===
+
+#[test]
+fn huge_durations_are_rejected_with_their_place() {
+    for (key, value) in [
+        ("total", "18446744073709551615s"),
+        ("total", "31d"),
+        ("first_byte", "99999999999999999999h"),
+    ] {
+        let lines = base_with(
+            3,
+            &[
+                "    url: http://gpu-box.local:11434/v1",
+                &format!("    timeouts: {{ {key}: {value} }}"),
+            ],
+        );
+        assert_rejected_at(&lines, 4, value, &[key, "at most"]);
+    }
+    let lines = base_with(
+        3,
+        &[
+            "    url: http://gpu-box.local:11434/v1",
+            "    breaker: { cooldown: 18446744073709551615s }",
+        ],
+    );
+    assert_rejected_at(&lines, 4, "18446744073709551615s", &["cooldown", "at most"]);
+    let lines = base_with(
+        3,
+        &[
+            "    url: http://gpu-box.local:11434/v1",
+            "    health: { path: /models, every: 40d }",
+        ],
+    );
+    assert_rejected_at(&lines, 4, "40d", &["health.every", "at most 30d"]);
+    // 30 days itself is fine.
+    let lines = base_with(
+        3,
+        &[
+            "    url: http://gpu-box.local:11434/v1",
+            "    timeouts: { total: 30d }",
+        ],
+    );
+    assert_eq!(
+        parse(&lines).unwrap().machines[0].timeouts.total,
+        secs(30 * 86_400)
+    );
+}
+
+#[test]
+fn parse_duration_bounds_everything_it_reads() {
+    assert_eq!(parse_duration("7d"), Ok(secs(7 * 86_400)));
+    assert_eq!(parse_duration("1d12h"), Ok(secs(36 * 3600)));
+    for bad in [
+        "18446744073709551615s",
+        "99999999999999999999999ms",
+        "4000d",
+        "584942417355y",
+    ] {
+        let e = parse_duration(bad).expect_err(bad);
+        assert!(e.contains("expected"), "{e}");
+    }
+    assert!(parse_duration_max("2d", Duration::from_secs(86_400)).is_err());
+}
+
+#[test]
+fn a_password_in_a_machine_url_is_rejected_without_repeating_it() {
+    let lines = base_with(3, &["    url: http://admin:hunter2@gpu-box.local:11434/v1"]);
+    let msg = rejection(&lines);
+    assert!(msg.contains("api_key_env"), "{msg}");
+    assert!(!msg.contains("hunter2"), "the password leaked: {msg}");
+    assert!(msg.starts_with(&format!("{FILE}:3:")), "{msg}");
+    let lines = base_with(3, &["    url: http://token@gpu-box.local:11434/v1"]);
+    assert!(rejection(&lines).contains("user name or password"));
+    // Unparseable URLs with a password do not repeat it either.
+    let lines = base_with(3, &["    url: http://admin:hunter2@[gpu-box/v1"]);
+    assert!(!rejection(&lines).contains("hunter2"));
+}
+
+#[test]
+fn server_settings_for_browsers_and_connections() {
+    let mut lines: Vec<String> = vec![
+        "server:".into(),
+        "  allowed_hosts: [Mac-Mini.local]".into(),
+        "  allowed_origins: [\"http://webui.lan:3000/\"]".into(),
+        "  trusted_networks: [192.168.1.0/24, \"fd00::/8\", 10.1.2.3]".into(),
+        "  header_timeout: 5s".into(),
+        "  idle_timeout: 2m".into(),
+        "  max_connections: 64".into(),
+        "  max_upstream_body: 8MiB".into(),
+        "  keep_ledger: 30d".into(),
+    ];
+    lines.extend(BASE.iter().map(|s| s.to_string()));
+    let reg = parse(&lines).unwrap();
+    let s = &reg.server;
+    assert_eq!(s.allowed_hosts, ["mac-mini.local"]);
+    assert!(s
+        .allowed_origins
+        .contains(&"http://webui.lan:3000".to_string()));
+    assert!(s
+        .allowed_origins
+        .contains(&"vscode-webview://*".to_string()));
+    let ip = |t: &str| t.parse::<std::net::IpAddr>().unwrap();
+    assert!(s.trusted_networks[0].contains(ip("192.168.1.77")));
+    assert!(s.trusted_networks[0].contains(ip("::ffff:192.168.1.77")));
+    assert!(!s.trusted_networks[0].contains(ip("192.168.2.1")));
+    assert!(s.trusted_networks[1].contains(ip("fd12::1")));
+    assert!(s.trusted_networks[2].contains(ip("10.1.2.3")));
+    assert!(!s.trusted_networks[2].contains(ip("10.1.2.4")));
+    assert_eq!(s.header_timeout, secs(5));
+    assert_eq!(s.idle_timeout, secs(120));
+    assert_eq!(s.max_connections, 64);
+    assert_eq!(s.max_upstream_body, 8 << 20);
+    assert_eq!(s.keep_ledger, secs(30 * 86_400));
+
+    let defaults = parse(&BASE.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let d = &defaults.server;
+    assert_eq!(
+        (
+            d.header_timeout,
+            d.idle_timeout,
+            d.max_connections,
+            d.max_upstream_body,
+            d.keep_ledger
+        ),
+        (secs(10), secs(60), 1024, 64 << 20, secs(90 * 86_400))
+    );
+    assert!(d.trusted_networks.is_empty() && d.allowed_hosts.is_empty());
+
+    let bad = |line: &str, needle: &str, says: &[&str]| {
+        let mut lines: Vec<String> = vec!["server:".into(), line.into()];
+        lines.extend(BASE.iter().map(|s| s.to_string()));
+        assert_rejected_at(&lines, 2, needle, says);
+    };
+    bad(
+        "  trusted_networks: [192.168.1.0/33]",
+        "192.168.1.0/33",
+        &["trusted_networks"],
+    );
+    bad("  trusted_networks: [lan]", "lan", &["trusted_networks"]);
+    bad("  allowed_origins: [webui]", "webui", &["allowed_origins"]);
+    bad("  max_connections: 0", "0", &["max_connections"]);
+    bad("  keep_ledger: 0s", "0s", &["keep_ledger"]);
+    bad(
+        "  allowed_hosts: [\"http://x/\"]",
+        "\"http://x/\"",
+        &["allowed_hosts"],
+    );
+}
+
+#[test]
+fn ipv4_mapped_loopback_is_loopback() {
+    let ip = |t: &str| t.parse::<std::net::IpAddr>().unwrap();
+    assert!(is_loopback(ip("::ffff:127.0.0.1")));
+    assert!(is_loopback(ip("127.0.0.1")) && is_loopback(ip("::1")));
+    assert!(!is_loopback(ip("::ffff:192.168.1.1")));
+}

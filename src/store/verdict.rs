@@ -56,7 +56,7 @@ impl Verdict {
     /// without its probe: that lease died with the old process.
     pub fn to_breaker(&self, policy: &Policy, now: Instant, wall: SystemTime) -> Breaker {
         let to_instant = |t: SystemTime| match t.duration_since(wall) {
-            Ok(ahead) => now + ahead,
+            Ok(ahead) => crate::clock::after(now, ahead),
             Err(e) => now.checked_sub(e.duration()).unwrap_or(now),
         };
         let mut b = Breaker::new(policy);
@@ -64,12 +64,16 @@ impl Verdict {
         b.failures = self.failures;
         b.cooldown = self.cooldown.clamp(policy.cooldown, policy.max_cooldown);
         b.opened_at = self.opened_at.map(to_instant);
+        // A stored time is outside input: an open breaker waits at most max_cooldown more.
+        let latest = crate::clock::after(now, policy.max_cooldown);
         b.open_until = match self.state {
-            Phase::Open => Some(self.open_until.map_or(now, to_instant)),
+            Phase::Open => Some(self.open_until.map_or(now, to_instant).min(latest)),
             _ => None,
         };
-        b.last_reason = self.last_reason.clone();
-        b.last_retry_after = self.last_retry_after;
+        b.last_reason = self.last_reason.as_deref().map(crate::text::bounded);
+        b.last_retry_after = self
+            .last_retry_after
+            .map(|d| d.min(crate::upstream::classify::RETRY_AFTER_MAX));
         b
     }
 }

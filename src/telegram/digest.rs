@@ -88,6 +88,9 @@ pub struct Input<'a> {
     pub rows: &'a [Row],
     /// Counter samples, oldest first.
     pub samples: &'a [Sample],
+    /// Trips per machine in the last 30 days as the store counted them; `None`: count
+    /// them from `rows`, which then hold the 30 days.
+    pub month_trips: Option<&'a [(String, u32)]>,
     /// The machines of the current registry, in registry order.
     pub machines: &'a [MachineNow],
     pub host: &'a Host,
@@ -202,11 +205,17 @@ pub fn most_tripped(input: &Input<'_>) -> Option<(String, u32)> {
     let start = input.now.as_millisecond() - MONTH_MS;
     let mut best: Option<(String, u32)> = None;
     for m in input.machines {
-        let n = input
-            .rows
-            .iter()
-            .filter(|r| r.machine == m.name && r.at_ms >= start && is_trip(r))
-            .count() as u32;
+        let n = match input.month_trips {
+            Some(counted) => counted
+                .iter()
+                .find(|(name, _)| *name == m.name)
+                .map_or(0, |(_, n)| *n),
+            None => input
+                .rows
+                .iter()
+                .filter(|r| r.machine == m.name && r.at_ms >= start && is_trip(r))
+                .count() as u32,
+        };
         if n > 0 && best.as_ref().is_none_or(|b| n > b.1) {
             best = Some((m.name.clone(), n));
         }

@@ -12,14 +12,32 @@ use super::TelegramError;
 use crate::registry::Registry;
 use crate::store::{self, StoreError};
 
-/// Ledger rows (31 days, oldest first, registry rows left out) and counter samples (two
-/// days) from the store at `path`; nothing when there is no store yet.
-pub fn read_store(path: &Path, now: Timestamp) -> Result<(Vec<Row>, Vec<Sample>), StoreError> {
+/// What the digest reads from the store.
+#[derive(Debug, Default)]
+pub struct Stored {
+    /// Ledger rows of the last day (at most [`DAY_ROWS`]), oldest first, after each
+    /// machine's last row before it (its state when the day began); no registry rows.
+    pub rows: Vec<Row>,
+    /// Counter samples of the last two days.
+    pub samples: Vec<Sample>,
+    /// Trips per machine in the last 30 days, counted by SQLite.
+    pub month_trips: Vec<(String, u32)>,
+}
+
+/// The most ledger rows one digest loads: a machine flapping all day is still a bounded read.
+pub const DAY_ROWS: u32 = 100_000;
+
+/// The digest's inputs from the store at `path`; nothing when there is no store yet. Reads
+/// are bounded whatever the ledger holds: one day of rows, 30 days as counts.
+pub fn read_store(path: &Path, now: Timestamp) -> Result<Stored, StoreError> {
     if !path.exists() {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(Stored::default());
     }
-    let since = now.as_millisecond() - digest::MONTH_MS - digest::DAY_MS;
-    let mut rows: Vec<Row> = store::events(path, None, Some(since), None, 1_000_000)?
+    let day_start = now.as_millisecond() - digest::DAY_MS;
+    let mut events = store::events(path, None, Some(day_start), None, DAY_ROWS)?;
+    events.extend(store::last_rows_before(path, day_start)?);
+    events.sort_by_key(|e| e.seq);
+    let rows: Vec<Row> = events
         .into_iter()
         .filter(|e| e.machine != store::REGISTRY_ROW)
         .map(|e| Row {
@@ -31,7 +49,6 @@ pub fn read_store(path: &Path, now: Timestamp) -> Result<(Vec<Row>, Vec<Sample>)
             failures: e.failures,
         })
         .collect();
-    rows.reverse();
     let samples = store::counter_samples(path, now.as_millisecond() - 2 * digest::DAY_MS)?
         .into_iter()
         .map(|c| Sample {
@@ -43,7 +60,12 @@ pub fn read_store(path: &Path, now: Timestamp) -> Result<(Vec<Row>, Vec<Sample>)
             rerouted: c.rerouted,
         })
         .collect();
-    Ok((rows, samples))
+    let month_trips = store::trips_since(path, now.as_millisecond() - digest::MONTH_MS)?;
+    Ok(Stored {
+        rows,
+        samples,
+        month_trips,
+    })
 }
 
 /// The live digest: store reads on the blocking pool (rusqlite is synchronous), then the
@@ -54,18 +76,19 @@ pub(super) async fn render_from_store(
     tz: &TimeZone,
     machines: Vec<MachineNow>,
 ) -> Result<Vec<String>, StoreError> {
-    let (rows, samples) = match path {
+    let stored = match path {
         Some(p) => tokio::task::spawn_blocking(move || read_store(&p, now))
             .await
-            .unwrap_or_else(|_| Ok((Vec::new(), Vec::new())))?,
-        None => (Vec::new(), Vec::new()),
+            .unwrap_or_else(|_| Ok(Stored::default()))?,
+        None => Stored::default(),
     };
     let host = Host::from_stats(&crate::host::stats());
     let input = digest::Input {
         now,
         tz,
-        rows: &rows,
-        samples: &samples,
+        rows: &stored.rows,
+        samples: &stored.samples,
+        month_trips: Some(&stored.month_trips),
         machines: &machines,
         host: &host,
     };
@@ -82,15 +105,16 @@ pub async fn render_offline(reg: &Registry, now: Timestamp) -> Result<Vec<String
         None => TimeZone::UTC,
     };
     let path = reg.server.state_dir.join(store::FILE);
-    let (rows, samples) = tokio::task::spawn_blocking(move || read_store(&path, now))
+    let stored = tokio::task::spawn_blocking(move || read_store(&path, now))
         .await
-        .unwrap_or_else(|_| Ok((Vec::new(), Vec::new())))?;
+        .unwrap_or_else(|_| Ok(Stored::default()))?;
     let machines: Vec<MachineNow> = reg
         .machines
         .iter()
         .map(|m| MachineNow {
             name: m.name.clone(),
-            state: rows
+            state: stored
+                .rows
                 .iter()
                 .rev()
                 .find(|r| r.machine == m.name)
@@ -102,8 +126,9 @@ pub async fn render_offline(reg: &Registry, now: Timestamp) -> Result<Vec<String
     let input = digest::Input {
         now,
         tz: &tz,
-        rows: &rows,
-        samples: &samples,
+        rows: &stored.rows,
+        samples: &stored.samples,
+        month_trips: Some(&stored.month_trips),
         machines: &machines,
         host: &host,
     };

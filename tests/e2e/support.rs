@@ -24,11 +24,22 @@ pub struct TestLab {
 /// The registry of the test lab; `extra` is YAML appended under `defaults:` keys, e.g.
 /// `"  max_concurrency: 1\n"`.
 pub fn registry_yaml(gpu: &Sim, cpu: &Sim, local: &Sim, defaults_extra: &str) -> String {
+    registry_yaml_with(gpu, cpu, local, "", defaults_extra)
+}
+
+/// [`registry_yaml`] with `server_extra` appended under `server:`.
+pub fn registry_yaml_with(
+    gpu: &Sim,
+    cpu: &Sim,
+    local: &Sim,
+    server_extra: &str,
+    defaults_extra: &str,
+) -> String {
     format!(
         r#"server:
   listen: 127.0.0.1:0
   max_body: 64KiB
-defaults:
+{server_extra}defaults:
   timeouts: {{ connect: 5s, first_byte: 5s, idle: 30s, total: 10m }}
   breaker: {{ failure_threshold: 3, cooldown: 60s, backoff: 2.0, max_cooldown: 15m, success_threshold: 1 }}
 {defaults_extra}machines:
@@ -64,14 +75,25 @@ impl TestLab {
     }
 
     pub async fn start_with(defaults_extra: &str) -> TestLab {
+        TestLab::start_custom("", defaults_extra).await
+    }
+
+    /// A lab whose registry has `server_extra` under `server:` and `defaults_extra` under
+    /// `defaults:`.
+    pub async fn start_custom(server_extra: &str, defaults_extra: &str) -> TestLab {
         let gpu = Sim::start("gpu-box").await.expect("sim");
         let cpu = Sim::start("ubuntu-box").await.expect("sim");
         let local = Sim::start("local").await.expect("sim");
-        let yaml = registry_yaml(&gpu, &cpu, &local, defaults_extra);
+        let yaml = registry_yaml_with(&gpu, &cpu, &local, server_extra, defaults_extra);
         let registry = Registry::parse(&yaml, "test.yaml").expect("valid registry");
         let svc = Arc::new(Service::in_memory(registry, None).expect("service"));
         let (base, lab) = serve(Arc::clone(&svc)).await;
-        let client = reqwest::Client::builder().build().expect("client");
+        // Like any well-behaved client, drop pooled connections before the server's idle
+        // timeout (60 s) would: tests sleep whole cooldowns between requests.
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .build()
+            .expect("client");
         TestLab {
             gpu,
             cpu,

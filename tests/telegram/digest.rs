@@ -216,6 +216,7 @@ fn the_digest_counts_a_scripted_day() {
         tz: &tz,
         rows: &rows,
         samples: &samples,
+        month_trips: None,
         machines: &machines,
         host: &h,
     };
@@ -291,6 +292,7 @@ fn a_quiet_day_is_one_line() {
         tz: &tz,
         rows: &[],
         samples: &[],
+        month_trips: None,
         machines: &machines,
         host: &h,
     };
@@ -328,6 +330,7 @@ fn a_big_digest_splits_under_the_limit_and_escapes_names() {
         tz: &tz,
         rows: &rows,
         samples: &[],
+        month_trips: None,
         machines: &machines,
         host: &h,
     };

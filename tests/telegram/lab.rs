@@ -68,7 +68,11 @@ impl Lab {
             _local: local,
             svc,
             base,
-            client: reqwest::Client::new(),
+            // Pooled connections go before the router's 60 s idle timeout would close them.
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
             tg,
         }
     }

@@ -2,6 +2,8 @@
 
 use super::*;
 
+// Real time against a real (fake) Telegram server's hang: std's clock on purpose.
+#[allow(clippy::disallowed_types)]
 #[tokio::test]
 async fn a_hung_telegram_adds_no_latency_to_routing_and_the_alert_arrives_once_it_recovers() {
     let fake = FakeTelegram::start().await;

@@ -1,0 +1,291 @@
+//! Who may drive the router (SPEC §7): bearer keys, the Host check against DNS rebinding,
+//! the Origin / Sec-Fetch-Site check against cross-site requests, CORS for the origins
+//! allowed, and the trusted networks that may call the inference routes without a key.
+//!
+//! Clients that are not browsers (curl, SDKs, agents) send neither `Origin` nor
+//! `Sec-Fetch-Site` and are never refused as cross-site; a request with a valid key never
+//! is either, since a page cannot attach one unasked.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::lab::Lab;
+use crate::proxy::client_error;
+use crate::registry::Server;
+use crate::service::Service;
+
+/// Host names a loopback router answers to without keys (any port).
+const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]", "host.docker.internal"];
+
+/// Headers a browser page may send us, for CORS preflights.
+const ALLOWED_HEADERS: &str =
+    "authorization, content-type, x-labrouter-route, x-labrouter-wait, idempotency-key";
+
+/// Headers a page may read from our answers.
+const EXPOSED_HEADERS: &str =
+    "x-labrouter-route, x-labrouter-target, x-labrouter-skipped, retry-after";
+
+/// The middleware: every request passes here before any handler.
+pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
+    let lab = svc.lab();
+    let path = req.uri().path();
+    // The router's own liveness answers everyone: it says nothing and changes nothing.
+    if path == "/healthz" {
+        return next.run(req).await;
+    }
+    let headers = req.headers();
+    let keyed = !lab.api_keys.is_empty();
+    if !keyed {
+        if let Some(host) = host_of(&req) {
+            if !host_allowed(&host, &lab.registry.server) {
+                return forbidden(
+                    "host_not_allowed",
+                    format!("Host '{}' is not allowed (DNS rebinding protection): add it to server.allowed_hosts if this router is meant to answer to that name", shown(&host)),
+                );
+            }
+        }
+    }
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let origin_ok = origin.map(|o| origin_allowed(o, &req, &lab.registry.server));
+    if req.method() == Method::OPTIONS
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        return match (origin, origin_ok) {
+            (Some(o), Some(true)) => preflight(o, headers),
+            _ => cross_site(origin),
+        };
+    }
+    let has_key = valid_key(headers, &lab);
+    if !has_key {
+        if keyed && !open_without_key(path, &req, &lab.registry.server) {
+            return client_error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                "invalid_api_key",
+                "missing or wrong API key: send Authorization: Bearer <key>".into(),
+            );
+        }
+        let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+        let fetch_site = headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let from_elsewhere = matches!(fetch_site, "cross-site" | "same-site");
+        let refused = match origin_ok {
+            Some(ok) => !ok,
+            // A browser's cross-site request without an Origin: nothing vouches for it.
+            None => from_elsewhere,
+        };
+        if !safe && refused {
+            return cross_site(origin);
+        }
+    }
+    let cors_origin = match (origin, origin_ok) {
+        (Some(o), Some(true)) => HeaderValue::from_str(o).ok(),
+        _ => None,
+    };
+    let mut resp = next.run(req).await;
+    if let Some(o) = cors_origin {
+        let h = resp.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, o);
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static(EXPOSED_HEADERS),
+        );
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    resp
+}
+
+/// With keys set: what may be called without one. The dashboard page holds no data (it
+/// fetches /status with the key it asks for), and a browser cannot send a bearer header
+/// when it first opens it; clients in `server.trusted_networks` may use the inference
+/// routes.
+fn open_without_key(path: &str, req: &Request, server: &Server) -> bool {
+    if path == "/" {
+        return true;
+    }
+    let inference = matches!(
+        path,
+        "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings" | "/v1/models"
+    ) || path.starts_with("/api/");
+    inference && peer(req).is_some_and(|ip| server.trusted_networks.iter().any(|n| n.contains(ip)))
+}
+
+fn peer(req: &Request) -> Option<IpAddr> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+fn valid_key(headers: &HeaderMap, lab: &Lab) -> bool {
+    if lab.api_keys.is_empty() {
+        return false;
+    }
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    token.is_some_and(|t| {
+        lab.api_keys
+            .iter()
+            .any(|k| same(k.as_bytes(), t.as_bytes()))
+    })
+}
+
+/// Compares without stopping at the first differing byte.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The request's host name, lower case, without its port; `None` when it names none
+/// (an HTTP/1.0 client: no browser, so no rebinding).
+fn host_of(req: &Request) -> Option<String> {
+    let raw = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()))?;
+    let raw = raw.trim().to_ascii_lowercase();
+    Some(strip_port(&raw).to_string())
+}
+
+/// `host:port` → `host`; `[::1]:8080` → `[::1]`.
+fn strip_port(hostport: &str) -> &str {
+    if hostport.starts_with('[') {
+        return match hostport.find(']') {
+            Some(end) => &hostport[..=end],
+            None => hostport,
+        };
+    }
+    match hostport.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => hostport,
+    }
+}
+
+fn host_allowed(host: &str, server: &Server) -> bool {
+    LOOPBACK_HOSTS.contains(&host) || server.allowed_hosts.iter().any(|h| h == host)
+}
+
+/// An origin is allowed when a pattern of `server.allowed_origins` matches it, or when it
+/// is the request's own origin (same Host: a page the router itself served).
+fn origin_allowed(origin: &str, req: &Request, server: &Server) -> bool {
+    let origin = origin.trim().to_ascii_lowercase();
+    if server.allowed_origins.iter().any(|p| glob(p, &origin)) {
+        return true;
+    }
+    let authority = origin.split_once("://").map(|(_, a)| a);
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_ascii_lowercase);
+    matches!((authority, host), (Some(a), Some(h)) if a == h)
+}
+
+/// `*` matches any run of characters (none included); everything else matches itself.
+fn glob(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let Some(first) = parts.next() else {
+        return pattern == text;
+    };
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let pieces: Vec<&str> = parts.collect();
+    let Some((last, middle)) = pieces.split_last() else {
+        return rest.is_empty();
+    };
+    for piece in middle {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+/// The answer to a CORS preflight from an allowed origin.
+fn preflight(origin: &str, headers: &HeaderMap) -> Response {
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    let h = resp.headers_mut();
+    if let Ok(o) = HeaderValue::from_str(origin) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, o);
+    }
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, HEAD, OPTIONS"),
+    );
+    let asked = headers
+        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+        .cloned()
+        .unwrap_or(HeaderValue::from_static(ALLOWED_HEADERS));
+    h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, asked);
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    h.append(header::VARY, HeaderValue::from_static("Origin"));
+    resp
+}
+
+fn cross_site(origin: Option<&str>) -> Response {
+    let who = match origin {
+        Some(o) => format!("origin '{}'", shown(o)),
+        None => "a cross-site page".to_string(),
+    };
+    forbidden(
+        "cross_site_request",
+        format!("a request from {who} was refused (CSRF protection): add the origin to server.allowed_origins, or send an API key (server.api_keys_env)"),
+    )
+}
+
+fn forbidden(code: &str, message: String) -> Response {
+    client_error(
+        StatusCode::FORBIDDEN,
+        "invalid_request_error",
+        code,
+        message,
+    )
+}
+
+/// Text from a header, bounded and with control characters escaped, for an error message.
+fn shown(s: &str) -> String {
+    crate::text::bounded(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_matches_ollama_style_patterns() {
+        assert!(glob("http://localhost:*", "http://localhost:3000"));
+        assert!(glob("http://localhost", "http://localhost"));
+        assert!(!glob("http://localhost", "http://localhost.evil.example"));
+        assert!(!glob("http://localhost:*", "http://localhostx:3000"));
+        assert!(glob("vscode-webview://*", "vscode-webview://1abc"));
+        assert!(glob("*", "anything"));
+        assert!(glob("https://*.example.com", "https://a.example.com"));
+        assert!(!glob("https://*.example.com", "https://a.example.com.evil"));
+    }
+
+    #[test]
+    fn ports_are_stripped_from_hosts() {
+        assert_eq!(strip_port("localhost:8080"), "localhost");
+        assert_eq!(strip_port("[::1]:8080"), "[::1]");
+        assert_eq!(strip_port("[::1]"), "[::1]");
+        assert_eq!(
+            strip_port("rebind.attacker.example"),
+            "rebind.attacker.example"
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! The `server:` block of registry.yaml: where and how the router listens, and every bound
+//! SPEC §7 puts on what reaches it.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_saphyr::Spanned;
+
+use super::raw::RawServer;
+use super::{duration, err, parse_size, Invalid, DURATION_MAX};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Server {
+    pub listen: SocketAddr,
+    pub api_keys_env: Option<String>,
+    pub state_dir: PathBuf,
+    pub max_body: usize,
+    /// How long SIGTERM lets requests in flight finish.
+    pub shutdown_grace: Duration,
+    /// Host names (no port, lower case) accepted besides the loopback ones when no keys are
+    /// set (DNS rebinding, SPEC §7).
+    pub allowed_hosts: Vec<String>,
+    /// Origin patterns (`*` matches any run of characters) a browser page may call from
+    /// without a key; Ollama's defaults first, then the registry's own.
+    pub allowed_origins: Vec<String>,
+    /// Client networks that may call the inference routes without a key.
+    pub trusted_networks: Vec<Cidr>,
+    /// A request's headers must arrive within this (slowloris).
+    pub header_timeout: Duration,
+    /// A kept-alive connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// Connections open at once; more wait in the kernel's accept queue.
+    pub max_connections: usize,
+    /// A non-stream upstream answer larger than this is `malformed` for its machine.
+    pub max_upstream_body: usize,
+    /// Ledger rows older than this are pruned.
+    pub keep_ledger: Duration,
+}
+
+/// Ollama's default origins (its `envconfig.AllowedOrigins`), with `[::1]` as SPEC §7 adds.
+pub const DEFAULT_ORIGINS: &[&str] = &[
+    "http://localhost",
+    "https://localhost",
+    "http://localhost:*",
+    "https://localhost:*",
+    "http://127.0.0.1",
+    "https://127.0.0.1",
+    "http://127.0.0.1:*",
+    "https://127.0.0.1:*",
+    "http://[::1]",
+    "https://[::1]",
+    "http://[::1]:*",
+    "https://[::1]:*",
+    "http://0.0.0.0",
+    "https://0.0.0.0",
+    "http://0.0.0.0:*",
+    "https://0.0.0.0:*",
+    "app://*",
+    "file://*",
+    "tauri://*",
+    "vscode-webview://*",
+    "vscode-file://*",
+];
+
+/// An IP network such as `192.168.1.0/24` or `fd00::/8`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    bits: u8,
+}
+
+impl Cidr {
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let expected = || format!("expected a network like 192.168.1.0/24 or fd00::/8, got '{s}'");
+        let (ip, bits) = match s.trim().split_once('/') {
+            Some((ip, bits)) => (ip, Some(bits)),
+            None => (s.trim(), None),
+        };
+        let net: IpAddr = ip.parse().map_err(|_| expected())?;
+        let net = net.to_canonical();
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let bits = match bits {
+            None => max,
+            Some(b) => b
+                .parse::<u8>()
+                .ok()
+                .filter(|&b| b <= max)
+                .ok_or_else(expected)?,
+        };
+        Ok(Cidr { net, bits })
+    }
+
+    /// Whether `ip` (an IPv4-mapped IPv6 address counts as its IPv4 address) is inside.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.net, ip.to_canonical()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), self.bits),
+            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), self.bits),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.net, self.bits)
+    }
+}
+
+fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
+    let whole = usize::from(bits / 8);
+    let rest = bits % 8;
+    if a[..whole] != b[..whole] {
+        return false;
+    }
+    if rest == 0 {
+        return true;
+    }
+    let mask = 0xffu8 << (8 - rest);
+    a[whole] & mask == b[whole] & mask
+}
+
+/// Loopback, IPv4-mapped IPv6 included (`::ffff:127.0.0.1` is 127.0.0.1).
+pub fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
+    let listen = match &raw.listen {
+        None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+        Some(s) => parse_listen(&s.value).ok_or_else(|| {
+            (
+                s.referenced,
+                format!(
+                    "server.listen: expected an address like 127.0.0.1:8080, got '{}'",
+                    s.value
+                ),
+            )
+        })?,
+    };
+    let mut allowed_origins: Vec<String> = DEFAULT_ORIGINS.iter().map(|s| s.to_string()).collect();
+    for o in &raw.allowed_origins {
+        let v = o.value.trim().trim_end_matches('/').to_ascii_lowercase();
+        if v.is_empty() || !v.contains("://") {
+            return err(
+                o.referenced,
+                format!(
+                    "server.allowed_origins: expected an origin like http://localhost:3000 (a '*' matches anything), got '{}'",
+                    o.value
+                ),
+            );
+        }
+        allowed_origins.push(v);
+    }
+    let mut allowed_hosts = Vec::with_capacity(raw.allowed_hosts.len());
+    for h in &raw.allowed_hosts {
+        let v = h.value.trim().to_ascii_lowercase();
+        if v.is_empty() || v.contains(['/', ' ', ':']) && !v.starts_with('[') {
+            return err(
+                h.referenced,
+                format!(
+                    "server.allowed_hosts: expected a host name without scheme or port, like mac-mini.local, got '{}'",
+                    h.value
+                ),
+            );
+        }
+        allowed_hosts.push(v);
+    }
+    let trusted_networks = raw
+        .trusted_networks
+        .iter()
+        .map(|c| {
+            Cidr::parse(&c.value)
+                .map_err(|e| (c.referenced, format!("server.trusted_networks: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let max_connections = match &raw.max_connections {
+        None => 1024,
+        Some(v) if v.value == 0 || v.value > 1_000_000 => {
+            return err(
+                v.referenced,
+                "server.max_connections: expected a whole number from 1 to 1000000",
+            )
+        }
+        Some(v) => v.value as usize,
+    };
+    Ok(Server {
+        listen,
+        api_keys_env: raw.api_keys_env.clone(),
+        state_dir: PathBuf::from(raw.state_dir.as_deref().unwrap_or("./state")),
+        max_body: size(&raw.max_body, 16 << 20, "server.max_body")?,
+        max_upstream_body: size(&raw.max_upstream_body, 64 << 20, "server.max_upstream_body")?,
+        shutdown_grace: duration(
+            &raw.shutdown_grace,
+            Duration::from_secs(30),
+            "server.shutdown_grace",
+        )?,
+        header_timeout: duration(
+            &raw.header_timeout,
+            Duration::from_secs(10),
+            "server.header_timeout",
+        )?,
+        idle_timeout: duration(
+            &raw.idle_timeout,
+            Duration::from_secs(60),
+            "server.idle_timeout",
+        )?,
+        keep_ledger: long_duration(
+            &raw.keep_ledger,
+            Duration::from_secs(90 * 86_400),
+            "server.keep_ledger",
+        )?,
+        max_connections,
+        allowed_hosts,
+        allowed_origins,
+        trusted_networks,
+    })
+}
+
+fn size(v: &Option<Spanned<String>>, fallback: usize, what: &str) -> Result<usize, Invalid> {
+    match v {
+        None => Ok(fallback),
+        Some(s) => match parse_size(&s.value) {
+            Ok(0) => err(s.referenced, format!("{what}: expected a size above zero")),
+            Ok(n) => Ok(n),
+            Err(e) => err(s.referenced, format!("{what}: {e}")),
+        },
+    }
+}
+
+/// A retention period: above zero, up to [`DURATION_MAX`].
+fn long_duration(
+    v: &Option<Spanned<String>>,
+    fallback: Duration,
+    what: &str,
+) -> Result<Duration, Invalid> {
+    match v {
+        None => Ok(fallback),
+        Some(s) => match super::parse_duration_max(&s.value, DURATION_MAX) {
+            Ok(d) if d.is_zero() => err(
+                s.referenced,
+                format!("{what}: expected a duration above zero"),
+            ),
+            Ok(d) => Ok(d),
+            Err(e) => err(s.referenced, format!("{what}: {e}")),
+        },
+    }
+}
+
+/// `host:port` where host is an IP address or `localhost`.
+fn parse_listen(s: &str) -> Option<SocketAddr> {
+    if let Ok(addr) = s.parse() {
+        return Some(addr);
+    }
+    let port = s.strip_prefix("localhost:")?.parse().ok()?;
+    Some(SocketAddr::new(IpAddr::from([127, 0, 0, 1]), port))
+}

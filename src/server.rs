@@ -1,0 +1,319 @@
+//! Serving connections (SPEC §7, §8): the accept loop with at most `server.max_connections`
+//! open at once, per-connection bounds on how slowly a client may send its request head and
+//! how long a kept-alive connection may sit idle, TCP_NODELAY, and a bounded graceful drain.
+//!
+//! hyper's own `header_read_timeout` also runs while a kept-alive connection waits for its
+//! next request, so it cannot give a short header bound and a long idle bound at once; a
+//! small watchdog per connection does both from two counters the connection keeps anyway:
+//! requests in flight (a guard that lives until the response body is done) and whether a
+//! byte of the next request has arrived.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify, Semaphore};
+use tower::ServiceExt;
+
+use crate::clock::{from_now, Instant};
+use crate::service::Service;
+
+/// How slowly a client may send, and how long it may idle (from `server:`).
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    header_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+/// Serves on `listener` until `shutdown` resolves; then stops accepting and lets requests
+/// in flight finish, for at most `grace` (SPEC §8).
+pub async fn serve(
+    listener: TcpListener,
+    svc: Arc<Service>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let max_connections = svc.lab().registry.server.max_connections;
+    let app = crate::app(Arc::clone(&svc));
+    // Past the limit, connections wait in the kernel's accept queue, not in our memory.
+    let permits = Arc::new(Semaphore::new(max_connections));
+    let (stop, stopping) = watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&permits).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors, say: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        if let Err(e) = tcp.set_nodelay(true) {
+            // Without it, back-to-back streamed answers wait ~40 ms each for a delayed ACK.
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+        let server = &svc.lab().registry.server;
+        let limits = Limits {
+            header_timeout: server.header_timeout,
+            idle_timeout: server.idle_timeout,
+        };
+        let stopping = stopping.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            connection(tcp, peer, app, limits, stopping).await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    drop(stopping);
+    // Every connection holds a receiver: all are gone when the last connection ends.
+    tokio::select! {
+        () = stop.closed() => {}
+        () = tokio::time::sleep(grace) => {
+            tracing::warn!(grace_s = grace.as_secs(), "requests still in flight after the shutdown grace: cutting them");
+        }
+    }
+    Ok(())
+}
+
+async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    app: Router,
+    limits: Limits,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let activity = Arc::new(Activity::default());
+    let io = TokioIo::new(Watched {
+        inner: tcp,
+        activity: Arc::clone(&activity),
+    });
+    let tracked = Arc::clone(&activity);
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
+        let guard = InFlight::start(&tracked);
+        let answer = app.clone().oneshot(req);
+        async move {
+            let resp = answer.await?;
+            Ok::<_, std::convert::Infallible>(resp.map(|body| Tracked {
+                body,
+                _guard: guard,
+            }))
+        }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The watchdog bounds the request head and idle time; hyper's header timer would also
+    // cut idle keep-alive connections at the header bound.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None);
+    builder.http2().timer(TokioTimer::new());
+    let conn = builder.serve_connection_with_upgrades(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        served = conn.as_mut() => {
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        }
+        why = activity.watchdog(limits) => {
+            tracing::debug!(%peer, why, "closing connection");
+        }
+        () = async { let _ = stopping.wait_for(|s| *s).await; } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// What one connection is doing, kept up to date by its IO, its requests and their bodies.
+#[derive(Debug, Default)]
+struct Activity {
+    /// Requests whose response body is not done yet.
+    inflight: AtomicUsize,
+    /// Requests started on this connection, ever.
+    requests: AtomicU64,
+    /// The watchdog waits for the first byte of the next request.
+    armed: AtomicBool,
+    changed: Notify,
+}
+
+impl Activity {
+    /// Resolves when the connection should be closed: nothing in flight and either no byte
+    /// of a next request within the idle bound (the header bound for a new connection), or
+    /// a request head begun but not finished within the header bound.
+    async fn watchdog(&self, limits: Limits) -> &'static str {
+        loop {
+            self.until(|a| a.inflight.load(Ordering::Acquire) == 0, None)
+                .await;
+            let started = self.requests.load(Ordering::Acquire);
+            let moved = |a: &Activity| a.requests.load(Ordering::Acquire) != started;
+            self.armed.store(true, Ordering::Release);
+            // A new connection owes its first request at once; a kept-alive one may idle.
+            let idle = if started == 0 {
+                limits.header_timeout
+            } else {
+                limits.idle_timeout
+            };
+            let idle_until = from_now(idle);
+            let woke = self
+                .until(
+                    |a| !a.armed.load(Ordering::Acquire) || moved(a),
+                    Some(idle_until),
+                )
+                .await;
+            if !woke {
+                return "idle";
+            }
+            self.armed.store(false, Ordering::Release);
+            let head_until = from_now(limits.header_timeout);
+            if !self.until(moved, Some(head_until)).await {
+                return "request head too slow (server.header_timeout)";
+            }
+        }
+    }
+
+    /// Waits until `ready` holds (true) or `deadline` passes (false).
+    async fn until(&self, ready: impl Fn(&Activity) -> bool, deadline: Option<Instant>) -> bool {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if ready(self) {
+                return true;
+            }
+            match deadline {
+                None => changed.await,
+                Some(at) => tokio::select! {
+                    () = changed => {}
+                    () = tokio::time::sleep_until(at) => return ready(self),
+                },
+            }
+        }
+    }
+}
+
+/// One request in flight on a connection; dropped with its response body.
+#[derive(Debug)]
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn start(a: &Arc<Activity>) -> InFlight {
+        a.inflight.fetch_add(1, Ordering::AcqRel);
+        a.requests.fetch_add(1, Ordering::AcqRel);
+        a.changed.notify_waiters();
+        InFlight(Arc::clone(a))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.0.changed.notify_waiters();
+    }
+}
+
+/// A response body that keeps its request counted as in flight until it is done.
+struct Tracked {
+    body: Body,
+    _guard: InFlight,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The connection's socket, telling the watchdog when the first byte of a request arrives.
+struct Watched {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before
+            && self.activity.armed.load(Ordering::Relaxed)
+            && self.activity.armed.swap(false, Ordering::AcqRel)
+        {
+            self.activity.changed.notify_waiters();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
