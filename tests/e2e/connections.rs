@@ -32,10 +32,12 @@ async fn read_healthz(s: &mut TcpStream) -> Vec<u8> {
     out
 }
 
-/// Reads until the server closes the connection; returns what it sent.
+/// Reads until the server closes the connection (within 5 minutes of paused time, so a
+/// server that never does fails the test instead of hanging it); returns what it sent.
 async fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
     let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out).await;
+    let closed = tokio::time::timeout(Duration::from_secs(300), s.read_to_end(&mut out)).await;
+    assert!(closed.is_ok(), "the server kept the connection open");
     out
 }
 
