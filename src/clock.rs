@@ -32,6 +32,9 @@ mod tests {
     fn after_saturates_instead_of_panicking() {
         let now = Instant::now();
         assert!(after(now, Duration::MAX) > now);
-        assert_eq!(after(now, Duration::from_secs(1)), now + Duration::from_secs(1));
+        assert_eq!(
+            after(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
     }
 }

@@ -257,7 +257,8 @@ fn duration(
     match s {
         None => Ok(fallback),
         Some(s) => {
-            let d = parse_duration_max(&s.value, SPAN_MAX).map_err(|e| (s.referenced, format!("{what}: {e}")))?;
+            let d = parse_duration_max(&s.value, SPAN_MAX)
+                .map_err(|e| (s.referenced, format!("{what}: {e}")))?;
             if d.is_zero() {
                 return err(
                     s.referenced,

@@ -513,7 +513,8 @@ impl Feed {
 /// `n` bytes of a valid chat completion padded with spaces, streamed in 64 KiB frames.
 fn huge_body(n: usize) -> Body {
     const FRAME: usize = 64 << 10;
-    let head: &'static [u8] = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"big"}}],"pad":""#;
+    let head: &'static [u8] =
+        br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"big"}}],"pad":""#;
     let tail: &'static [u8] = br#""}"#;
     let pad = n.saturating_sub(head.len() + tail.len());
     let frames = futures_util::stream::iter(
