@@ -6,6 +6,7 @@
 //! input: a panic prints both, and `LABROUTER_FUZZ_SEED=s LABROUTER_FUZZ_CASE=i` reruns
 //! only that case with the target's [`show`] output on.
 
+use std::cell::Cell;
 use std::fmt::Debug;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -67,6 +68,15 @@ pub fn show(label: &str, what: &dyn Debug) {
     }
 }
 
+thread_local! {
+    static ACCEPTED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts an input the code under test accepted (parsed OK), to show how deep a run went.
+pub fn accepted() {
+    ACCEPTED.with(|a| a.set(a.get() + 1));
+}
+
 /// Prints the seed and case of the input that panicked.
 struct Witness<'a> {
     target: &'a str,
@@ -116,6 +126,7 @@ pub fn fuzz(
     };
     let mut buf = Vec::new();
     let mut count = 0u64;
+    ACCEPTED.with(|a| a.set(0));
     for case in cases {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -127,8 +138,9 @@ pub fn fuzz(
     }
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
-        "fuzz {target}: {count} inputs, no panic ({:.0} inputs/s, {secs:.1} s, seed {seed})",
-        count as f64 / secs.max(1e-9)
+        "fuzz {target}: {count} inputs, no panic ({:.0} inputs/s, {secs:.1} s, {} accepted, seed {seed})",
+        count as f64 / secs.max(1e-9),
+        ACCEPTED.with(Cell::get),
     );
     count
 }

@@ -7,7 +7,7 @@ use labrouter::clock::{after, Instant};
 use labrouter::registry::{parse_duration, parse_duration_max, parse_size, DURATION_MAX};
 use labrouter::upstream::classify::{retry_after_str, RETRY_AFTER_MAX};
 
-use super::harness::{nasty, one_in, pick, show};
+use super::harness::{accepted, nasty, one_in, pick, show};
 
 type R<T> = arbitrary::Result<T>;
 
@@ -199,6 +199,9 @@ pub fn target(u: &mut Unstructured<'_>) -> R<()> {
     };
     show("duration", &text);
     let d = parse_duration(&text);
+    if d.is_ok() {
+        accepted();
+    }
     assert_eq!(
         d.as_ref().ok().copied(),
         duration_oracle(&text, DURATION_MAX),

@@ -3,7 +3,7 @@
 use arbitrary::Unstructured;
 use labrouter::registry::{Registry, SPAN_MAX};
 
-use super::harness::{nasty, one_in, pick, show, NASTY};
+use super::harness::{accepted, nasty, one_in, pick, show, NASTY};
 
 type R<T> = arbitrary::Result<T>;
 
@@ -573,6 +573,7 @@ pub fn target(u: &mut Unstructured<'_>) -> R<()> {
     let parsed = Registry::parse(&text, "fuzz.yaml");
     show("result", &parsed);
     if let Ok(r) = parsed {
+        accepted();
         check(&r);
     }
     Ok(())

@@ -4,7 +4,7 @@ use arbitrary::Unstructured;
 use labrouter::breaker::FailureKind;
 use labrouter::replay::replay;
 
-use super::harness::{nasty, one_in, pick, show};
+use super::harness::{accepted, nasty, one_in, pick, show};
 
 type R<T> = arbitrary::Result<T>;
 
@@ -43,6 +43,7 @@ fn odd_number(u: &mut Unstructured<'_>) -> R<String> {
 
 fn policy(u: &mut Unstructured<'_>) -> R<String> {
     let mut fields = Vec::new();
+    let clean = u.arbitrary()?;
     for key in [
         "failure_threshold",
         "cooldown",
@@ -54,7 +55,10 @@ fn policy(u: &mut Unstructured<'_>) -> R<String> {
         if !u.arbitrary()? {
             continue;
         }
-        let odd = one_in(u, 5)?;
+        if clean && key == "cool_down" {
+            continue;
+        }
+        let odd = !clean && one_in(u, 5)?;
         let v = match key {
             _ if odd => {
                 if u.arbitrary()? {
@@ -74,12 +78,18 @@ fn policy(u: &mut Unstructured<'_>) -> R<String> {
     Ok(format!("{{{}}}", fields.join(", ")))
 }
 
-fn event(u: &mut Unstructured<'_>, clock: &mut u64) -> R<String> {
+/// The machines of a trace, with how many of their calls may be outstanding.
+const MACHINES: [&str; 3] = ["\"gpu\"", "\"cpu\"", "\"ünï\""];
+
+/// One event. A `clean` trace keeps to valid fields and completes only calls it made, so
+/// that most clean traces replay to the end.
+fn event(u: &mut Unstructured<'_>, clock: &mut u64, open: &mut [u32; 3], clean: bool) -> R<String> {
+    let odd = |u: &mut Unstructured<'_>, n: u32| -> R<bool> { Ok(!clean && one_in(u, n)?) };
     let mut fields = Vec::new();
-    if !one_in(u, 30)? {
+    if !odd(u, 30)? {
         let at = match u.int_in_range(0..=19)? {
-            0 => odd_number(u)?,
-            1 => {
+            0 if !clean => odd_number(u)?,
+            1 if !clean || one_in(u, 20)? => {
                 *clock = u.arbitrary()?;
                 clock.to_string()
             }
@@ -93,25 +103,37 @@ fn event(u: &mut Unstructured<'_>, clock: &mut u64) -> R<String> {
         };
         fields.push(format!("\"at_ms\": {at}"));
     }
-    if !one_in(u, 30)? {
-        let m = *pick(
-            u,
-            &["\"gpu\"", "\"cpu\"", "\"gpu\"", "\"\"", "\"ünï\"", "5"],
-        )?;
-        fields.push(format!("\"machine\": {m}"));
+    let m = u.int_in_range(0..=MACHINES.len() - 1)?;
+    if !odd(u, 30)? {
+        let name = if odd(u, 10)? {
+            *pick(u, &["\"\"", "5", "null"])?
+        } else {
+            MACHINES[m]
+        };
+        fields.push(format!("\"machine\": {name}"));
     }
-    let ev = *pick(
-        u,
-        &[
-            "request", "request", "request", "success", "failure", "failure", "cancel", "explode",
-            "REQUEST",
-        ],
-    )?;
-    if !one_in(u, 30)? {
+    let ev = if clean {
+        if open[m] > 0 && u.arbitrary()? {
+            open[m] -= 1;
+            *pick(u, &["success", "failure", "failure", "cancel"])?
+        } else {
+            open[m] += 1;
+            "request"
+        }
+    } else {
+        *pick(
+            u,
+            &[
+                "request", "request", "request", "success", "failure", "failure", "cancel",
+                "explode", "REQUEST",
+            ],
+        )?
+    };
+    if !odd(u, 30)? {
         fields.push(format!("\"event\": {}", quoted(ev)));
     }
-    if ev == "failure" || one_in(u, 20)? {
-        let reason = if one_in(u, 10)? {
+    if ev == "failure" || odd(u, 20)? {
+        let reason = if odd(u, 10)? {
             quoted(&nasty(u)?)
         } else {
             quoted(pick(u, &FailureKind::ALL)?.as_str())
@@ -119,17 +141,17 @@ fn event(u: &mut Unstructured<'_>, clock: &mut u64) -> R<String> {
         fields.push(format!("\"reason\": {reason}"));
         if one_in(u, 3)? {
             let ra = match u.int_in_range(0..=2)? {
-                0 => odd_number(u)?,
+                0 if !clean => odd_number(u)?,
                 1 => u.arbitrary::<u64>()?.to_string(),
                 _ => u.int_in_range(0..=100_000u32)?.to_string(),
             };
             fields.push(format!("\"retry_after_ms\": {ra}"));
         }
     }
-    if one_in(u, 40)? {
+    if odd(u, 40)? {
         fields.push(format!("{}: 1", quoted(&nasty(u)?)));
     }
-    if one_in(u, 30)? {
+    if odd(u, 30)? {
         // A duplicate key: serde_json's map keeps the last.
         fields.push("\"at_ms\": 0".into());
     }
@@ -141,22 +163,24 @@ fn trace(u: &mut Unstructured<'_>) -> R<String> {
         return Ok(String::from_utf8_lossy(u.bytes(u.len())?).into_owned());
     }
     let mut clock = 0;
+    let mut open = [0; 3];
+    let clean = u.arbitrary()?;
     let n = u.int_in_range(0..=40)?;
     let events = (0..n)
-        .map(|_| event(u, &mut clock))
+        .map(|_| event(u, &mut clock, &mut open, clean))
         .collect::<R<Vec<_>>>()?;
     let mut parts = Vec::new();
     if u.int_in_range(0..=4)? > 0 {
         parts.push(format!("\"breaker\": {}", policy(u)?));
     }
-    if !one_in(u, 40)? {
+    if clean || !one_in(u, 40)? {
         parts.push(format!("\"events\": [{}]", events.join(",\n ")));
     }
-    if one_in(u, 40)? {
+    if !clean && one_in(u, 40)? {
         parts.push("\"extra\": 1".into());
     }
     let mut t = format!("{{{}}}", parts.join(", "));
-    if one_in(u, 10)? && !t.is_empty() {
+    if !clean && one_in(u, 10)? && !t.is_empty() {
         let mut i = u.int_in_range(0..=t.len() - 1)?;
         while !t.is_char_boundary(i) {
             i -= 1;
@@ -172,6 +196,7 @@ pub fn target(u: &mut Unstructured<'_>) -> R<()> {
     let first = replay(&t);
     show("result", &first.as_ref().map(|r| r.to_json()));
     if let Ok(receipt) = first {
+        accepted();
         let again = replay(&t).expect("the same trace replays again");
         assert_eq!(
             receipt.to_json(),

@@ -6,7 +6,7 @@ use labrouter::request::Parsed;
 use labrouter::upstream::Endpoint;
 use serde_json::Value;
 
-use super::harness::{nasty, one_in, pick, show, NASTY};
+use super::harness::{accepted, nasty, one_in, pick, show, NASTY};
 
 type R<T> = arbitrary::Result<T>;
 
@@ -223,12 +223,18 @@ fn body(u: &mut Unstructured<'_>) -> R<Vec<u8>> {
         "modèle",
     ];
     let n = u.int_in_range(0..=7)?;
-    for _ in 0..n {
-        let key = if one_in(u, 10)? {
+    for i in 0..n {
+        let key = if i == 0 && u.arbitrary()? {
+            "messages".to_string()
+        } else if one_in(u, 10)? {
             nasty(u)?
         } else {
             (*pick(u, &keys)?).to_string()
         };
+        // Duplicate keys now and then: serde rejects them for the fields it reads.
+        if entries.iter().any(|(k, _)| *k == key) && !one_in(u, 8)? {
+            continue;
+        }
         let mut v = String::new();
         match key.as_str() {
             "model" if u.int_in_range(0..=5)? > 0 => {
@@ -359,6 +365,7 @@ pub fn target(u: &mut Unstructured<'_>) -> R<()> {
     let Ok(parsed) = Parsed::new(endpoint, Bytes::from(body.clone())) else {
         return Ok(());
     };
+    accepted();
     show("model", &parsed.model);
     let original: Option<Value> = serde_json::from_slice(&body).ok();
     if let Some(v) = &original {

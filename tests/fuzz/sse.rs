@@ -3,7 +3,7 @@
 use arbitrary::Unstructured;
 use labrouter::upstream::DoneTail;
 
-use super::harness::{one_in, pick, show};
+use super::harness::{accepted, one_in, pick, show};
 
 type R<T> = arbitrary::Result<T>;
 
@@ -55,6 +55,9 @@ pub fn target(u: &mut Unstructured<'_>) -> R<()> {
     let mut whole = DoneTail::new();
     whole.observe(&s);
     let expected = whole.finished();
+    if expected {
+        accepted();
+    }
     assert_eq!(
         expected,
         oracle(&s),
