@@ -25,11 +25,13 @@ use harness::fuzz;
 
 #[test]
 fn fuzz_registry() {
+    registry::extremes();
     fuzz("registry", 600, registry::target);
 }
 
 #[test]
 fn fuzz_request() {
+    request::extremes();
     fuzz("request", 10_000, request::target);
 }
 
@@ -45,5 +47,6 @@ fn fuzz_parsers() {
 
 #[test]
 fn fuzz_replay() {
-    fuzz("replay", 3_000, replay::target);
+    replay::extremes();
+    fuzz("replay", 2_000, replay::target);
 }

@@ -652,3 +652,50 @@ fn check(r: &Registry) {
     }
     assert_eq!(r.version.len(), 16);
 }
+
+/// Documents too big for the random walk to build often: deep nesting and alias bombs.
+pub fn extremes() {
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/registry.yaml"))
+        .expect("registry.yaml");
+    check(&Registry::parse(&base, "registry.yaml").expect("the shipped registry is valid"));
+    let deep = |open: &str, close: &str, n: usize| {
+        format!("machines: {}x{}\n", open.repeat(n), close.repeat(n))
+    };
+    let mut docs = vec![
+        deep("[", "]", 100_000),
+        deep("{k: ", "}", 100_000),
+        format!(
+            "machines:\n{}",
+            (1..2_000)
+                .map(|i| format!("{}- x\n", " ".repeat(i)))
+                .collect::<String>()
+        ),
+        format!("{}x", "- ".repeat(50_000)),
+    ];
+    // A billion laughs: nine levels of ten aliases each.
+    let mut bomb = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [{}]\n",
+            vec![prev.as_str(); 10].join(", ")
+        ));
+    }
+    docs.push(bomb.replace("a9: &a9", "machines: &a9"));
+    docs.push(
+        base.replace("keywords: [code,", "keywords: &k [code,")
+            .replace("keywords: [image,", "keywords: *k\n    x: [image,"),
+    );
+    for doc in docs {
+        let t0 = std::time::Instant::now();
+        if let Ok(r) = Registry::parse(&doc, "extreme.yaml") {
+            check(&r);
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(5),
+            "{} bytes took {:?}",
+            doc.len(),
+            t0.elapsed()
+        );
+    }
+}

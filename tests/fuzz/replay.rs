@@ -212,3 +212,21 @@ pub fn target(u: &mut Unstructured<'_>) -> R<()> {
     }
     Ok(())
 }
+
+/// Traces the generator makes rarely: deep nesting, and the largest times a trace may name.
+pub fn extremes() {
+    let deep = format!(
+        "{{\"events\": {}{}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    assert!(replay(&deep).is_err());
+    let far = r#"{"breaker": {"cooldown": "3650d", "max_cooldown": "3650d", "failure_threshold": 1},
+        "events": [{"at_ms": 9000000000000000, "machine": "m", "event": "request"},
+                   {"at_ms": 9000000000000000, "machine": "m", "event": "failure", "reason": "timeout",
+                    "retry_after_ms": 18446744073709551615},
+                   {"at_ms": 18446744073709551615, "machine": "m", "event": "request"}]}"#;
+    if let Ok(r) = replay(far) {
+        assert_eq!(r.to_json(), replay(far).expect("again").to_json());
+    }
+}

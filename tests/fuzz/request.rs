@@ -414,3 +414,30 @@ pub fn target(u: &mut Unstructured<'_>) -> R<()> {
     }
     Ok(())
 }
+
+/// Bodies the generator makes rarely: deep nesting, huge strings, every model spelling.
+pub fn extremes() {
+    let deep = format!(
+        "{{\"messages\": [], \"x\": {}1{}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let long = format!(
+        "{{\"model\": \"{}\", \"messages\": []}}",
+        "\\u00e9".repeat(100_000)
+    );
+    for body in [
+        deep,
+        long,
+        "{\"model\":null,\"messages\":[]}".into(),
+        " {} ".into(),
+    ] {
+        for endpoint in [Endpoint::Chat, Endpoint::Completions, Endpoint::Embeddings] {
+            if let Ok(p) = Parsed::new(endpoint, Bytes::from(body.clone())) {
+                let again =
+                    Parsed::new(endpoint, p.body_for("b\"\\")).expect("rewritten body reads");
+                assert_eq!(again.model.as_deref(), Some("b\"\\"));
+            }
+        }
+    }
+}
