@@ -678,7 +678,7 @@ pub fn extremes() {
         let prev = format!("*a{}", i - 1);
         bomb.push_str(&format!(
             "a{i}: &a{i} [{}]\n",
-            vec![prev.as_str(); 10].join(", ")
+            [prev.as_str(); 10].join(", ")
         ));
     }
     docs.push(bomb.replace("a9: &a9", "machines: &a9"));
