@@ -682,13 +682,33 @@ pub fn extremes() {
         ));
     }
     docs.push(bomb.replace("a9: &a9", "machines: &a9"));
+    // The same bomb inside a mapping key, which the YAML reader captures whole.
+    let mut key = String::from("&a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        key.push_str(&format!(", &a{i} [{}]", [prev.as_str(); 10].join(", ")));
+    }
+    docs.push(format!("machines:\n  ? [{key}]\n  : {{url: http://a:1}}\n"));
     docs.push(
         base.replace("keywords: [code,", "keywords: &k [code,")
             .replace("keywords: [image,", "keywords: *k\n    x: [image,"),
     );
+    // Deep nesting where the reader keeps it all: in a mapping key.
+    let n = 100_000;
+    docs.push(format!(
+        "machines:\n  ? {}x{}\n  : 1\n",
+        "[".repeat(n),
+        "]".repeat(n)
+    ));
+    docs.push(format!(
+        "machines:\n  ? {}x{}\n  : 1\n",
+        "{k: ".repeat(n),
+        "}".repeat(n)
+    ));
     for doc in docs {
         let t0 = std::time::Instant::now();
-        if let Ok(r) = Registry::parse(&doc, "extreme.yaml") {
+        let got = Registry::parse(&doc, "extreme.yaml");
+        if let Ok(r) = got {
             check(&r);
         }
         assert!(
