@@ -38,7 +38,9 @@ LABROUTER_FUZZ_SECONDS=$seconds cargo test --release --test fuzz "$filter" -- \
 #   fuzz NAME: COUNT inputs, no panic (RATE inputs/s, SECS s, ACCEPTED accepted, seed SEED)
 echo "== summary"
 printf '%-10s %12s %12s %10s  %s\n' target inputs inputs/s accepted seed
-awk '/^fuzz [a-z_]+: [0-9]+ inputs, no panic/ {
+# (with --nocapture it may share its line with the test runner's 'test NAME ... ').
+awk 'match($0, /fuzz [a-z_]+: [0-9]+ inputs, no panic \([^)]*\)/) {
+  $0 = substr($0, RSTART, RLENGTH)
   name = $2; sub(":", "", name)
   rate = $7; sub(/^\(/, "", rate)
   seed = $NF; sub(/\)$/, "", seed)
