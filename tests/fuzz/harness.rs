@@ -115,7 +115,7 @@ pub fn fuzz(
     });
     let start = Instant::now();
     let (cases, deadline) = match (only, seconds) {
-        (Some(case), _) => (case..case + 1, None),
+        (Some(case), _) => (case..case.saturating_add(1), None),
         (None, Some(s)) => (0..u64::MAX, Some(start + Duration::from_secs(s))),
         (None, None) => (0..ci_cases, Some(start + CI_CAP)),
     };
