@@ -31,7 +31,7 @@ pub struct BadBody(pub String);
 
 #[derive(Deserialize)]
 struct Peek<'a> {
-    #[serde(borrow)]
+    #[serde(default, borrow, deserialize_with = "written")]
     model: Option<&'a RawValue>,
     stream: Option<bool>,
     #[serde(borrow)]
@@ -40,6 +40,13 @@ struct Peek<'a> {
     prompt: Option<&'a RawValue>,
     #[serde(borrow)]
     input: Option<&'a RawValue>,
+}
+
+/// A value as written, `null` included (serde reads a `null` Option as absent). A
+/// `"model": null` routes like no model at all, but `body_for` must still replace those
+/// bytes rather than add a second `model` key.
+fn written<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize)]
@@ -71,15 +78,31 @@ struct Part<'a> {
 
 impl Parsed {
     pub fn new(endpoint: Endpoint, body: Bytes) -> Result<Parsed, BadBody> {
+        // serde reads a struct from a JSON array too (`["gpt-4o", true, ...]`); a body
+        // must be an object, or `body_for` would write `model` into whatever `{` came first.
+        let first = body
+            .iter()
+            .find(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'));
+        if first != Some(&b'{') {
+            return Err(BadBody(
+                "request body is not a valid JSON object: expected '{' first".into(),
+            ));
+        }
         let peek: Peek<'_> = serde_json::from_slice(&body)
             .map_err(|e| BadBody(format!("request body is not a valid JSON object: {e}")))?;
         let (model, model_at) = match peek.model {
             None => (None, None),
             Some(raw) => {
-                let name: String = serde_json::from_str(raw.get())
-                    .map_err(|_| BadBody(format!("'model' must be a string, got {}", raw.get())))?;
                 let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
-                (Some(name), Some(start..start + raw.get().len()))
+                let at = Some(start..start + raw.get().len());
+                if raw.get() == "null" {
+                    (None, at)
+                } else {
+                    let name: String = serde_json::from_str(raw.get()).map_err(|_| {
+                        BadBody(format!("'model' must be a string, got {}", raw.get()))
+                    })?;
+                    (Some(name), at)
+                }
             }
         };
         let mut has_image = false;
@@ -167,4 +190,39 @@ fn strings(raw: Option<&RawValue>) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<Parsed, BadBody> {
+        Parsed::new(Endpoint::Chat, Bytes::from(body.to_string()))
+    }
+
+    /// Found by tests/fuzz.rs: a `null` model was read as absent, and `body_for` then added
+    /// a second `model` key in front of it, a body no JSON reader takes as meant.
+    #[test]
+    fn null_model_is_replaced_not_duplicated() {
+        let p = parse(r#"{"messages": [], "model" : null}"#).expect("a null model reads as none");
+        assert_eq!(p.model, None);
+        let out = p.body_for("qwen3:4b");
+        assert_eq!(&out[..], br#"{"messages": [], "model" : "qwen3:4b"}"#);
+        let again = Parsed::new(Endpoint::Chat, out).expect("the rewritten body reads");
+        assert_eq!(again.model.as_deref(), Some("qwen3:4b"));
+    }
+
+    /// Found by tests/fuzz.rs: serde reads a struct from a JSON array, so an array body
+    /// was accepted and `body_for` wrote `"model":` in front of it.
+    #[test]
+    fn array_body_is_rejected() {
+        for body in [
+            r#"["gpt-4o", true, [], "p", "i"]"#,
+            r#" [null, null, null, null, {"a": 1}]"#,
+        ] {
+            let e = Parsed::new(Endpoint::Completions, Bytes::from(body)).expect_err(body);
+            assert!(e.0.contains("not a valid JSON object"), "{e}");
+        }
+        assert!(parse(" \n{\"messages\": []}").is_ok());
+    }
 }

@@ -21,7 +21,7 @@ use crate::registry::{Machine, Timeouts};
 pub mod classify;
 mod stream;
 
-pub use stream::relay;
+pub use stream::{relay, DoneTail};
 
 /// Which OpenAI endpoint a request is for; decides the path and what a valid answer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,10 +25,44 @@ struct Relay {
     deadline: Instant,
     target: String,
     /// The last bytes seen, to tell a finished stream (`data: [DONE]`) from a cut one.
-    tail: Vec<u8>,
+    tail: DoneTail,
 }
 
+/// How many of a stream's last bytes [`DoneTail`] keeps.
 const TAIL: usize = 32;
+
+/// The end of a stream as it went by, to tell a finished one (`data: [DONE]`) from a cut
+/// one. Chunk boundaries don't matter: after any split of the same bytes, [`finished`]
+/// gives the same answer as for the whole stream seen at once.
+///
+/// [`finished`]: DoneTail::finished
+#[derive(Clone, Debug, Default)]
+pub struct DoneTail {
+    /// The stream's last `len` bytes (at most [`TAIL`]), oldest first.
+    buf: [u8; TAIL],
+    len: usize,
+}
+
+impl DoneTail {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes in the next chunk of the stream; an empty chunk changes nothing.
+    pub fn observe(&mut self, chunk: &[u8]) {
+        let keep = &chunk[chunk.len().saturating_sub(TAIL)..];
+        // Old bytes that still fit before `keep`, moved to the front, then `keep`.
+        let old = self.len.min(TAIL - keep.len());
+        self.buf.copy_within(self.len - old..self.len, 0);
+        self.buf[old..old + keep.len()].copy_from_slice(keep);
+        self.len = old + keep.len();
+    }
+
+    /// Whether `[DONE]` is among the stream's last bytes.
+    pub fn finished(&self) -> bool {
+        self.buf[..self.len].windows(6).any(|w| w == b"[DONE]")
+    }
+}
 
 /// The client's body for a stream whose first chunk is `first`.
 pub fn relay(
@@ -47,21 +81,21 @@ pub fn relay(
         upstream,
         deadline,
         target,
-        tail: Vec::with_capacity(TAIL * 2),
+        tail: DoneTail::new(),
     };
     stream::unfold(relay, |mut r| async move {
         if let Some(b) = r.first.take() {
-            r.observe(&b);
+            r.tail.observe(&b);
             return Some((Ok(b), r));
         }
         let lease = r.lease.take()?;
         let failure = match r.upstream.next_chunk(&mut r.rest, r.deadline).await {
             Chunk::Data(b) => {
-                r.observe(&b);
+                r.tail.observe(&b);
                 r.lease = Some(lease);
                 return Some((Ok(b), r));
             }
-            Chunk::End if r.finished() => {
+            Chunk::End if r.tail.finished() => {
                 lease.finish(Outcome::Success);
                 return None;
             }
@@ -88,20 +122,6 @@ pub fn relay(
     })
 }
 
-impl Relay {
-    fn observe(&mut self, b: &Bytes) {
-        let keep = &b[b.len().saturating_sub(TAIL)..];
-        self.tail.extend_from_slice(keep);
-        if self.tail.len() > TAIL {
-            self.tail.drain(..self.tail.len() - TAIL);
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.tail.windows(6).any(|w| w == b"[DONE]")
-    }
-}
-
 /// The SSE event that ends a broken stream: OpenAI's error envelope, never `[DONE]`.
 fn error_event(target: &str, failure: &Failure) -> Bytes {
     let body = serde_json::json!({"error": {
@@ -111,4 +131,26 @@ fn error_event(target: &str, failure: &Failure) -> Bytes {
         "target": target,
     }});
     Bytes::from(format!("data: {body}\n\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(chunks: &[&[u8]]) -> bool {
+        let mut t = DoneTail::new();
+        for c in chunks {
+            t.observe(c);
+        }
+        t.finished()
+    }
+
+    #[test]
+    fn done_split_across_chunks_still_counts() {
+        assert!(finished(&[b"data: {}\n\ndata: [DO", b"", b"NE]\n\n"]));
+        assert!(finished(&[b"data: [", b"D", b"O", b"N", b"E", b"]"]));
+        assert!(!finished(&[b"data: [DONE]", &[b'x'; TAIL]]));
+        assert!(!finished(&[b"data: {\"cut\": tr", b"ue}"]));
+        assert!(!finished(&[]));
+    }
 }
