@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -26,6 +26,9 @@ use hyper_util::server::conn::auto;
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{watch, Notify};
+
+/// The most work-request arrival times a sim remembers (a soak of hours stays bounded).
+pub const HIT_LOG_MAX: usize = 1 << 22;
 
 /// How the simulated machine misbehaves; switch it at any time with [`Sim::set`].
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +89,9 @@ struct Inner {
     listener: Mutex<Option<TcpListener>>,
     chunks: AtomicUsize,
     hits: Mutex<HashMap<String, u64>>,
+    /// Wall-clock arrival of each work request (every path but /v1/models), oldest first,
+    /// at most [`HIT_LOG_MAX`] of them.
+    hit_log: Mutex<Vec<SystemTime>>,
     connections: AtomicU64,
     last_body: Mutex<Option<Bytes>>,
 }
@@ -120,6 +126,7 @@ impl Sim {
             listener: Mutex::new(Some(listener)),
             chunks: AtomicUsize::new(3),
             hits: Mutex::new(HashMap::new()),
+            hit_log: Mutex::new(Vec::new()),
             connections: AtomicU64::new(0),
             last_body: Mutex::new(None),
         });
@@ -175,6 +182,13 @@ impl Sim {
             .sum()
     }
 
+    /// When each work request arrived (wall clock, so it compares with the router's ledger),
+    /// oldest first: the same requests [`Sim::work_hits`] counts, the first
+    /// [`HIT_LOG_MAX`] of them.
+    pub fn hit_times(&self) -> Vec<SystemTime> {
+        lock(&self.inner.hit_log).clone()
+    }
+
     /// Accepted TCP connections.
     pub fn connections(&self) -> u64 {
         self.inner.connections.load(Ordering::Relaxed)
@@ -188,6 +202,7 @@ impl Sim {
     /// Forgets hits, connections and the last body, so a test phase starts from zero.
     pub fn reset_counts(&self) {
         lock(&self.inner.hits).clear();
+        lock(&self.inner.hit_log).clear();
         self.inner.connections.store(0, Ordering::Relaxed);
         *lock(&self.inner.last_body) = None;
     }
@@ -246,6 +261,12 @@ impl Inner {
 
     fn count(&self, path: &str) {
         *lock(&self.hits).entry(path.to_owned()).or_insert(0) += 1;
+        if path != "/v1/models" {
+            let mut log = lock(&self.hit_log);
+            if log.len() < HIT_LOG_MAX {
+                log.push(SystemTime::now());
+            }
+        }
     }
 }
 
@@ -628,12 +649,15 @@ mod tests {
         assert_eq!(sim.hits("/v1/chat/completions"), 2);
         assert_eq!(sim.hits("/v1/models"), 1);
         assert_eq!(sim.work_hits(), 4);
+        assert_eq!(sim.hit_times().len(), 4);
+        assert!(sim.hit_times().windows(2).all(|w| w[0] <= w[1]));
         assert_eq!(sim.connections(), 5);
         sim.reset_counts();
         assert_eq!(
             (sim.work_hits(), sim.connections(), sim.last_body()),
             (0, 0, None)
         );
+        assert!(sim.hit_times().is_empty());
     }
 
     #[tokio::test]
