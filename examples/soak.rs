@@ -22,7 +22,12 @@
 //!    `max_concurrency` hits within [`INFLIGHT_WINDOW`] after a breaker opened (requests
 //!    admitted while it was closed whose head reached the sim just after), and for an interval
 //!    that spans the SIGKILL, the killed process's requests (up to `max_concurrency`) and one
-//!    more probe (a half-open verdict comes back without its probe lease).
+//!    more probe (a half-open verdict comes back without its probe lease). A probe that ends
+//!    without a verdict (client gone, the request's own deadline, a usable 429) lets the next
+//!    request probe (SPEC §3.4); the router logs each such release, and each allows one more
+//!    hit in its interval. Hits in the very millisecond a breaker opened are not counted
+//!    against it: the ledger keeps whole milliseconds, so they cannot be ordered against the
+//!    transition (the failures that opened it land there too).
 //! 4. the router's RSS (sampled every second) stays under `--rss-limit-mb`.
 //! 5. the ledger replays: per machine every row's `from` is the previous row's `to` (across
 //!    the restart: the restored verdict, or `closed` when the router said it ignored it as
@@ -1050,12 +1055,45 @@ struct Intervals {
     worst_open_tolerated: usize,
     worst_half_open: usize,
     worst_lag_ms: f64,
+    /// Probes that ended without a verdict, each letting the next request probe.
+    probes_released: usize,
+    /// Hits in the very millisecond an open interval began: unordered against it.
+    same_ms: usize,
+}
+
+/// Per machine, when the router logged that a probe ended without a verdict (client gone,
+/// the request's own deadline, a usable 429): SPEC §3.4 then admits the next request as
+/// the probe, so each such line allows one more hit in its half-open interval.
+fn probe_releases(dir: &std::path::Path, names: &[String]) -> Vec<Vec<f64>> {
+    let mut out = vec![Vec::new(); names.len()];
+    for f in ["router.1.log", "router.2.log"] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        for l in text
+            .lines()
+            .filter(|l| l.contains("probe ended without a verdict"))
+        {
+            let Some(at) = l
+                .split_whitespace()
+                .next()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            else {
+                continue;
+            };
+            for (i, n) in names.iter().enumerate() {
+                if l.split_whitespace().any(|w| w == format!("machine={n}")) {
+                    out[i].push(at.as_millisecond() as f64);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn check_intervals(
     rows: &[Row],
     names: &[String],
     hits: &[Vec<f64>],
+    releases: &[Vec<f64>],
     restart: Option<&Restart>,
     max_conc: usize,
     end_ms: f64,
@@ -1068,6 +1106,8 @@ fn check_intervals(
         worst_open_tolerated: 0,
         worst_half_open: 0,
         worst_lag_ms: 0.0,
+        probes_released: 0,
+        same_ms: 0,
     };
     for (i, name) in names.iter().enumerate() {
         let mine: Vec<&Row> = rows.iter().filter(|r| &r.machine == name).collect();
@@ -1093,7 +1133,12 @@ fn check_intervals(
             if half {
                 res.half_open_intervals += 1;
                 res.worst_half_open = res.worst_half_open.max(inside.len());
-                let allowed = 1 + usize::from(spans_kill);
+                let released = releases[i]
+                    .iter()
+                    .filter(|&&t| t >= r.at_ms && t <= end + 1.0)
+                    .count();
+                res.probes_released += released;
+                let allowed = 1 + usize::from(spans_kill) + released;
                 if inside.len() > allowed {
                     res.violations.push(format!(
                         "{name} half_open (seq {}, {:.0} ms long): {} work hits, at most {allowed} allowed; at +{} ms",
@@ -1107,6 +1152,11 @@ fn check_intervals(
             }
             res.open_intervals += 1;
             res.worst_open = res.worst_open.max(inside.len());
+            // The ledger keeps whole milliseconds: a hit in the transition's own millisecond
+            // cannot be ordered against it (the failures that opened it land there too).
+            let (same_ms, inside): (Vec<f64>, Vec<f64>) =
+                inside.iter().partition(|&&t| t < r.at_ms + 1.0);
+            res.same_ms += same_ms.len();
             // In flight when it opened: just after the open, or (spanning the kill) just
             // before the kill, whose ledger rows may have died with the process.
             let kill_ms = restart.map(|x| x.kill_ms);
@@ -1534,23 +1584,27 @@ async fn run(args: Args) -> Result<bool> {
     }
 
     // 3.
+    let releases = probe_releases(&dir_path, &names);
     let iv = check_intervals(
         &rows,
         &names,
         &hits,
+        &releases,
         Some(&restart),
         max_conc,
         traffic_end_ms,
     );
     println!(
-        "[{}] 3. no work reaches an open machine, at most one (the probe) a half-open one: {} open and {} half-open intervals; worst open interval {} hits ({} tolerated as in flight when it opened: ≤ max_concurrency {max_conc} within {INFLIGHT_WINDOW_MS:.0} ms, latest +{:.1} ms); worst half-open {} hits; {} intervals over",
+        "[{}] 3. no work reaches an open machine, at most one (the probe) a half-open one: {} open and {} half-open intervals; worst open interval {} hits ({} tolerated as in flight when it opened: ≤ max_concurrency {max_conc} within {INFLIGHT_WINDOW_MS:.0} ms, latest +{:.1} ms; {} in the millisecond the breaker opened, which the ledger cannot order); worst half-open {} hits ({} probes ended without a verdict, each letting the next request probe); {} intervals over",
         verdict(iv.violations.is_empty()),
         iv.open_intervals,
         iv.half_open_intervals,
         iv.worst_open,
         iv.worst_open_tolerated,
         iv.worst_lag_ms,
+        iv.same_ms,
         iv.worst_half_open,
+        iv.probes_released,
         iv.violations.len()
     );
     for v in iv.violations.iter().take(15) {

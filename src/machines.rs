@@ -304,7 +304,7 @@ impl Machines {
                         remote_attempted: false,
                     }
                 };
-                announce(cell, &self.hub, transition, now);
+                announce(cell, &self.hub, transition, now, wall);
             }
         }
     }
@@ -318,22 +318,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn step_cell(cell: &Cell, hub: &Hub, event: Event) -> Decision {
     let now = Instant::now();
-    let output = {
+    let (output, wall) = {
         let policy = lock(&cell.policy).clone();
         let mut guard = lock(&cell.breaker);
         let state = std::mem::replace(&mut *guard, Breaker::new(&policy));
         let (next, output) = state.step(event, now, &policy);
         *guard = next;
-        output
+        // A transition's wall-clock time is read under the lock: no call the new state
+        // admits can reach a machine before the time the ledger gives the transition.
+        let wall = output.transition.as_ref().map(|_| SystemTime::now());
+        (output, wall)
     };
-    if let Some(t) = output.transition {
-        announce(cell, hub, t, now);
+    if let (Some(t), Some(wall)) = (output.transition, wall) {
+        announce(cell, hub, t, now, wall);
     }
     output.decision
 }
 
-fn announce(cell: &Cell, hub: &Hub, transition: Transition, now: Instant) {
-    let wall = SystemTime::now();
+fn announce(cell: &Cell, hub: &Hub, transition: Transition, now: Instant, wall: SystemTime) {
     let verdict = Verdict::of(&lock(&cell.breaker), now, wall);
     let cooldown_until = transition
         .cooldown_until
@@ -386,14 +388,33 @@ impl Lease {
     pub fn finish(mut self, outcome: Outcome) -> Decision {
         self.done = true;
         let t = self.ticket;
-        let event = match outcome {
-            Outcome::Success => Event::Success(t),
-            Outcome::Failure(f) => Event::Failure(t, f),
-            Outcome::RateLimited(until) => Event::RateLimited(t, until),
-            Outcome::AuthFailed(why) => Event::AuthFailed(t, why),
-            Outcome::Neutral => Event::Cancel(t),
+        let (event, no_verdict) = match outcome {
+            Outcome::Success => (Event::Success(t), None),
+            Outcome::Failure(f) => (Event::Failure(t, f), None),
+            Outcome::RateLimited(until) => (Event::RateLimited(t, until), Some("rate limited")),
+            Outcome::AuthFailed(why) => (Event::AuthFailed(t, why), None),
+            Outcome::Neutral => (Event::Cancel(t), Some("no verdict")),
         };
-        step_cell(&self.cell, &self.hub, event)
+        let decision = step_cell(&self.cell, &self.hub, event);
+        if let Some(why) = no_verdict {
+            self.probe_released(why);
+        }
+        decision
+    }
+
+    /// Says so when a probe ended without a verdict and the breaker, still half-open, will
+    /// admit the next request as its probe (SPEC §3.4): once per probe, never per request.
+    fn probe_released(&self, why: &'static str) {
+        if !self.ticket.probe {
+            return;
+        }
+        let b = lock(&self.cell.breaker);
+        if b.phase == Phase::HalfOpen
+            && !b.probe_in_flight
+            && b.generation == self.ticket.generation
+        {
+            tracing::info!(machine = %self.cell.name, why, "probe ended without a verdict; the next request may probe");
+        }
     }
 }
 
@@ -401,6 +422,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         if !self.done {
             step_cell(&self.cell, &self.hub, Event::Cancel(self.ticket));
+            self.probe_released("client gone");
         }
         self.cell.inflight.fetch_sub(1, Ordering::AcqRel);
         self.hub.changed.notify_waiters();
