@@ -142,3 +142,27 @@ async fn connections_past_max_connections_wait_their_turn() {
     );
     drop(held);
 }
+
+/// A body that stalls holds a connection as a slow head would: after `server.idle_timeout`
+/// of silence it is answered 408, and nothing reaches a machine.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_request_body_gets_a_408() {
+    let t = TestLab::start_custom("  idle_timeout: 20s\n", "").await;
+    let mut s = connect(&t.base).await;
+    s.write_all(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\": ",
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let answer = read_to_close(&mut s).await;
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("server.idle_timeout"), "{text}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(20) && waited < Duration::from_secs(21),
+        "answered after {waited:?}"
+    );
+    assert_eq!(t.work(), (0, 0, 0));
+}
