@@ -40,9 +40,21 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
     }
     let headers = req.headers();
     let keyed = !lab.api_keys.is_empty();
-    if !keyed {
+    let has_key = valid_key(headers, &lab);
+    let server = &lab.registry.server;
+    // Served without a key from a trusted network: a LAN browser on a page whose name was
+    // rebound to this router must not ride on that exemption, so the Host is checked too;
+    // an IP address as Host cannot be rebound, so it passes (Home Assistant's base URL).
+    let trusted_keyless = keyed && !has_key && trusted(path, &req, server);
+    if !keyed || trusted_keyless {
         if let Some(host) = host_of(&req) {
-            if !host_allowed(&host, &lab.registry.server) {
+            let ip_literal = trusted_keyless
+                && host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                    .is_ok();
+            if !ip_literal && !host_allowed(&host, server) {
                 return forbidden(
                     "host_not_allowed",
                     format!("Host '{}' is not allowed (DNS rebinding protection): add it to server.allowed_hosts if this router is meant to answer to that name", shown(&host)),
@@ -60,9 +72,8 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
             _ => cross_site(origin),
         };
     }
-    let has_key = valid_key(headers, &lab);
     if !has_key {
-        if keyed && !open_without_key(path, &req, &lab.registry.server) {
+        if keyed && path != "/" && !trusted_keyless {
             return client_error(
                 StatusCode::UNAUTHORIZED,
                 "invalid_request_error",
@@ -102,14 +113,10 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
     resp
 }
 
-/// With keys set: what may be called without one. The dashboard page holds no data (it
-/// fetches /status with the key it asks for), and a browser cannot send a bearer header
-/// when it first opens it; clients in `server.trusted_networks` may use the inference
-/// routes.
-fn open_without_key(path: &str, req: &Request, server: &Server) -> bool {
-    if path == "/" {
-        return true;
-    }
+/// With keys set, what may be called without one: the dashboard page (it holds no data
+/// and fetches /status with the key it asks for; a browser cannot send a bearer header when
+/// it first opens it), and the inference routes from `server.trusted_networks`.
+fn trusted(path: &str, req: &Request, server: &Server) -> bool {
     let inference = matches!(
         path,
         "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings" | "/v1/models"

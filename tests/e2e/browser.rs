@@ -288,6 +288,33 @@ async fn trusted_networks_reach_inference_routes_only() {
     assert_eq!(resp.status(), 401);
     assert_eq!(gpu.work_hits(), 1);
 
+    // A LAN browser on a page whose name was rebound to the router cannot ride on the
+    // exemption: keyless requests from a trusted network get the Host check too. An IP
+    // address as Host cannot be rebound (Home Assistant's base URL), and a key still wins.
+    let send = |host: &'static str, key: Option<&'static str>| {
+        let mut req = client
+            .post(format!("{base}/v1/chat/completions"))
+            .header(HOST, host)
+            .json(&chat_body());
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        req.send()
+    };
+    let resp = send("rebind.attacker.example:8080", None).await.unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(error_of(resp).await["code"], "host_not_allowed");
+    assert_eq!(send("192.168.1.10:8080", None).await.unwrap().status(), 200);
+    assert_eq!(send("[fd00::10]:8080", None).await.unwrap().status(), 200);
+    assert_eq!(
+        send("rebind.attacker.example:8080", Some("sekret-1"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(gpu.work_hits(), 4);
+
     // A network that does not hold the client is no exemption.
     let (base, gpu, _cpu, _local) = keyed_lab(
         "LR_TEST_KEYS_UNTRUSTED",
