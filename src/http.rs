@@ -13,6 +13,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use crate::body::Unread;
 use crate::breaker::{Event, Phase};
 use crate::lab::Lab;
 use crate::proxy::{self, client_error};
@@ -93,12 +94,10 @@ async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Response
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return too_large();
-    }
+        .and_then(|v| v.parse::<u64>().ok());
     let idle = lab.registry.server.idle_timeout;
-    let bytes = match read_body(body, max, idle).await {
+    let bytes = match crate::body::collect(body.into_data_stream(), declared, max, Some(idle)).await
+    {
         Ok(b) => b,
         Err(Unread::TooLarge) => return too_large(),
         Err(Unread::Stalled) => {
@@ -156,48 +155,6 @@ async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Response
         Err(e) => return bad_request("model_not_found", e.to_string()),
     };
     proxy::forward(lab, endpoint, parsed, decision, wait).await
-}
-
-/// Why a request body could not be read.
-enum Unread {
-    TooLarge,
-    /// No byte for `server.idle_timeout`: a slow body holds a connection like a slow head.
-    Stalled,
-    Broken(axum::Error),
-}
-
-/// Reads a request body of at most `max` bytes, each frame within `idle` of the last.
-async fn read_body(
-    body: axum::body::Body,
-    max: usize,
-    idle: Duration,
-) -> Result<axum::body::Bytes, Unread> {
-    use futures_util::StreamExt;
-    let mut frames = body.into_data_stream();
-    let mut first: Option<axum::body::Bytes> = None;
-    let mut more: Vec<u8> = Vec::new();
-    loop {
-        let frame = match tokio::time::timeout(idle, frames.next()).await {
-            Err(_) => return Err(Unread::Stalled),
-            Ok(None) => break,
-            Ok(Some(Err(e))) => return Err(Unread::Broken(e)),
-            Ok(Some(Ok(frame))) => frame,
-        };
-        let held = first.as_ref().map_or(0, |f| f.len()) + more.len();
-        if held + frame.len() > max {
-            return Err(Unread::TooLarge);
-        }
-        // Most bodies are one frame: keep it as it came, copy only when a second arrives.
-        match first.take() {
-            None if more.is_empty() => first = Some(frame),
-            Some(f) => {
-                more.extend_from_slice(&f);
-                more.extend_from_slice(&frame);
-            }
-            None => more.extend_from_slice(&frame),
-        }
-    }
-    Ok(first.unwrap_or_else(|| axum::body::Bytes::from(more)))
 }
 
 /// Logical models and routes, in OpenAI's list shape.

@@ -60,7 +60,7 @@ impl Lab {
     pub fn build(registry: Registry, hub: Arc<Hub>, old: Option<&Lab>) -> Result<Lab, LabError> {
         // Before the breakers exist, so their state gauges land in the recorder.
         crate::telemetry::install();
-        let keys: Vec<String> = registry
+        let api_keys: Vec<String> = registry
             .server
             .api_keys_env
             .as_deref()
@@ -73,16 +73,15 @@ impl Lab {
                     .collect()
             })
             .unwrap_or_default();
-        if !crate::registry::is_loopback(registry.server.listen.ip()) && keys.is_empty() {
+        if !crate::registry::is_loopback(registry.server.listen.ip()) && api_keys.is_empty() {
             return Err(LabError::OpenWithoutKeys {
                 listen: registry.server.listen,
             });
         }
         // A typo in the variable's name must not silently switch auth off.
-        if let (Some(var), true) = (&registry.server.api_keys_env, keys.is_empty()) {
+        if let (Some(var), true) = (&registry.server.api_keys_env, api_keys.is_empty()) {
             return Err(LabError::KeysUnset { var: var.clone() });
         }
-        let api_keys = keys;
         let upstreams = registry
             .machines
             .iter()

@@ -4,6 +4,7 @@
 //! - [`registry`]: registry.yaml parsed and validated into a [`registry::Registry`].
 //! - [`route`]: pure keyword routing from a request to a route and its chain.
 //! - [`request`]: reading a request body once; rewriting its `model` for a target.
+//! - [`body`]: whole bodies read within bounds (size, silence), both sides of the proxy.
 //! - [`breaker`]: the pure per-machine breaker, `step(state, event, now)`.
 //! - [`clock`]: tokio's clock and checked arithmetic on it.
 //! - [`machines`]: the live breakers, leases and counters around it.
@@ -25,6 +26,7 @@
 //! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.
 //! - [`demo`]: `labrouter demo`, a simulated lab with a scripted outage, narrated.
 
+pub mod body;
 pub mod breaker;
 pub mod clock;
 pub mod demo;

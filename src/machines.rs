@@ -51,10 +51,10 @@ pub struct Cell {
     pub name: String,
     /// The bulkhead limit; a reload may change it while calls are in flight.
     max_concurrency: AtomicU32,
-    /// A std Mutex: each step is a few comparisons and is never held across an await.
-    breaker: Mutex<Breaker>,
-    /// Read on every step; a reload swaps it under its own lock.
-    policy: Mutex<Policy>,
+    /// The breaker and the policy it steps by, under one lock: a step takes it once, and a
+    /// reload swaps the policy between steps. A std Mutex: each step is a few comparisons
+    /// and is never held across an await.
+    state: Mutex<Guarded>,
     inflight: AtomicU32,
     remote_attempts: AtomicU64,
     local_rejections: AtomicU64,
@@ -123,6 +123,13 @@ impl Hub {
     }
 }
 
+/// What a cell's lock guards.
+#[derive(Debug)]
+struct Guarded {
+    breaker: Breaker,
+    policy: Policy,
+}
+
 /// Why a call was not admitted, and when the machine may admit again.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Rejected {
@@ -133,9 +140,11 @@ pub struct Rejected {
 fn new_cell(m: &crate::registry::Machine) -> Cell {
     Cell {
         name: m.name.clone(),
-        policy: Mutex::new(m.breaker.clone()),
         max_concurrency: AtomicU32::new(m.max_concurrency),
-        breaker: Mutex::new(Breaker::new(&m.breaker)),
+        state: Mutex::new(Guarded {
+            breaker: Breaker::new(&m.breaker),
+            policy: m.breaker.clone(),
+        }),
         inflight: AtomicU32::new(0),
         remote_attempts: AtomicU64::new(0),
         local_rejections: AtomicU64::new(0),
@@ -165,13 +174,13 @@ impl Machines {
                 // The same cell, retuned: leases in flight report to the breaker that serves on.
                 prev.max_concurrency
                     .store(m.max_concurrency, Ordering::Release);
-                *lock(&prev.policy) = m.breaker.clone();
+                lock(&prev.state).policy = m.breaker.clone();
                 Arc::clone(prev)
             })
             .collect();
         let machines = Machines { cells, hub };
         for cell in &machines.cells {
-            let phase = lock(&cell.breaker).phase;
+            let phase = lock(&cell.state).breaker.phase;
             metrics::gauge!("labrouter_breaker_state", "machine" => cell.name.clone())
                 .set(crate::telemetry::phase_value(phase));
         }
@@ -248,7 +257,7 @@ impl Machines {
         let cell = &self.cells[i];
         Snapshot {
             name: cell.name.clone(),
-            breaker: lock(&cell.breaker).clone(),
+            breaker: lock(&cell.state).breaker.clone(),
             inflight: cell.inflight.load(Ordering::Relaxed),
             remote_attempts: cell.remote_attempts.load(Ordering::Relaxed),
             local_rejections: cell.local_rejections.load(Ordering::Relaxed),
@@ -262,7 +271,7 @@ impl Machines {
     }
 
     pub fn phase(&self, i: usize) -> Phase {
-        lock(&self.cells[i].breaker).phase
+        lock(&self.cells[i].state).breaker.phase
     }
 
     /// Seeds machine `i` from what the store remembered. An unreadable verdict opens the
@@ -279,16 +288,18 @@ impl Machines {
                     tracing::info!(machine = %cell.name, age_s = age.as_secs(), "stored verdict is older than max_cooldown: ignored");
                     return;
                 }
-                let b = verdict.to_breaker(&lock(&cell.policy), now, wall);
+                let mut g = lock(&cell.state);
+                let b = verdict.to_breaker(&g.policy, now, wall);
                 if b.phase != Phase::Closed || b.failures > 0 {
                     tracing::warn!(machine = %cell.name, state = %b.phase, failures = b.failures, "breaker restored from the store");
                 }
-                *lock(&cell.breaker) = b;
+                g.breaker = b;
             }
             Restored::Unreadable(why) => {
                 tracing::error!(machine = %cell.name, error = %why, "stored verdict unreadable: starting open (state_unreadable)");
                 let transition = {
-                    let mut guard = lock(&cell.breaker);
+                    let mut g = lock(&cell.state);
+                    let guard = &mut g.breaker;
                     let from = guard.phase;
                     guard.phase = Phase::Open;
                     guard.generation += 1;
@@ -319,11 +330,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn step_cell(cell: &Cell, hub: &Hub, event: Event) -> Decision {
     let now = Instant::now();
     let (output, wall) = {
-        let policy = lock(&cell.policy).clone();
-        let mut guard = lock(&cell.breaker);
-        let state = std::mem::replace(&mut *guard, Breaker::new(&policy));
-        let (next, output) = state.step(event, now, &policy);
-        *guard = next;
+        let mut g = lock(&cell.state);
+        let g = &mut *g;
+        let state = std::mem::replace(&mut g.breaker, Breaker::new(&g.policy));
+        let (next, output) = state.step(event, now, &g.policy);
+        g.breaker = next;
         // A transition's wall-clock time is read under the lock: no call the new state
         // admits can reach a machine before the time the ledger gives the transition.
         let wall = output.transition.as_ref().map(|_| SystemTime::now());
@@ -336,7 +347,7 @@ fn step_cell(cell: &Cell, hub: &Hub, event: Event) -> Decision {
 }
 
 fn announce(cell: &Cell, hub: &Hub, transition: Transition, now: Instant, wall: SystemTime) {
-    let verdict = Verdict::of(&lock(&cell.breaker), now, wall);
+    let verdict = Verdict::of(&lock(&cell.state).breaker, now, wall);
     let cooldown_until = transition
         .cooldown_until
         .map(|u| wall + u.saturating_duration_since(now));
@@ -408,7 +419,7 @@ impl Lease {
         if !self.ticket.probe {
             return;
         }
-        let b = lock(&self.cell.breaker);
+        let b = &lock(&self.cell.state).breaker;
         if b.phase == Phase::HalfOpen
             && !b.probe_in_flight
             && b.generation == self.ticket.generation

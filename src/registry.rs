@@ -241,15 +241,26 @@ fn err<T>(at: Location, message: impl Into<String>) -> Result<T, Invalid> {
     Err((at, message.into()))
 }
 
+/// A timeout, cooldown or interval: above zero, at most [`SPAN_MAX`].
 fn duration(
     s: &Option<Spanned<String>>,
     fallback: Duration,
     what: &str,
 ) -> Result<Duration, Invalid> {
+    duration_within(s, fallback, what, SPAN_MAX)
+}
+
+/// A duration above zero and at most `max`, or `fallback` when not written.
+fn duration_within(
+    s: &Option<Spanned<String>>,
+    fallback: Duration,
+    what: &str,
+    max: Duration,
+) -> Result<Duration, Invalid> {
     match s {
         None => Ok(fallback),
         Some(s) => {
-            let d = parse_duration_max(&s.value, SPAN_MAX)
+            let d = parse_duration_max(&s.value, max)
                 .map_err(|e| (s.referenced, format!("{what}: {e}")))?;
             if d.is_zero() {
                 return err(

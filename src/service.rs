@@ -185,6 +185,14 @@ impl Service {
         );
         Ok(report)
     }
+    fn ledger(&self, from: &str, to: &str, reason: &str) {
+        self.hub.ledger(Msg::Registry {
+            at: SystemTime::now(),
+            from: from.to_string(),
+            to: to.to_string(),
+            reason: reason.to_string(),
+        });
+    }
 }
 
 /// Prunes the ledger at start and then once a day, to `server.keep_ledger` (SPEC §7).
@@ -215,15 +223,4 @@ fn restart_only(old: &Registry, new: &Registry) -> Result<(), ServiceError> {
         );
     }
     Ok(())
-}
-
-impl Service {
-    fn ledger(&self, from: &str, to: &str, reason: &str) {
-        self.hub.ledger(Msg::Registry {
-            at: SystemTime::now(),
-            from: from.to_string(),
-            to: to.to_string(),
-            reason: reason.to_string(),
-        });
-    }
 }

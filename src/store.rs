@@ -385,6 +385,45 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
     tx.commit()
 }
 
+/// The columns an [`Event`] is read from, in [`event_row`]'s order.
+const EVENT_COLUMNS: &str = "seq, at_ms, machine, from_state, to_state, reason, failures, \
+    cooldown_until_ms, remote_attempted, registry_version, remote_attempts, local_rejections";
+
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+    let at_ms: i64 = r.get(1)?;
+    let until: Option<i64> = r.get(7)?;
+    Ok(Event {
+        seq: r.get(0)?,
+        at: crate::http::rfc3339(from_ms(at_ms)),
+        at_ms,
+        machine: r.get(2)?,
+        from: r.get(3)?,
+        to: r.get(4)?,
+        reason: r.get(5)?,
+        failures: r.get(6)?,
+        cooldown_until: until.map(|u| crate::http::rfc3339(from_ms(u))),
+        remote_attempted: r.get(8)?,
+        registry_version: r.get(9)?,
+        remote_attempts: r.get(10)?,
+        local_rejections: r.get(11)?,
+    })
+}
+
+/// Ledger rows selected by `filter` (SQL after `FROM ledger`) with `params`.
+fn select_events(
+    path: &Path,
+    filter: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Event>, StoreError> {
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(sqlite(path))?;
+    let mut stmt = conn
+        .prepare(&format!("SELECT {EVENT_COLUMNS} FROM ledger {filter}"))
+        .map_err(sqlite(path))?;
+    let rows = stmt.query_map(params, event_row).map_err(sqlite(path))?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sqlite(path))
+}
+
 /// Reads the ledger, newest first: `machine` filters, `since` (unix ms) bounds the age,
 /// `before` (a seq) pages back, `limit` caps the page.
 pub fn events(
@@ -394,39 +433,12 @@ pub fn events(
     before: Option<i64>,
     limit: u32,
 ) -> Result<Vec<Event>, StoreError> {
-    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(sqlite(path))?;
-    let mut stmt = conn
-        .prepare(
-            "SELECT seq, at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
-                    remote_attempted, registry_version, remote_attempts, local_rejections
-             FROM ledger
-             WHERE (?1 IS NULL OR machine = ?1) AND (?2 IS NULL OR at_ms >= ?2) AND (?3 IS NULL OR seq < ?3)
-             ORDER BY seq DESC LIMIT ?4",
-        )
-        .map_err(sqlite(path))?;
-    let rows = stmt
-        .query_map(params![machine, since_ms, before, limit], |r| {
-            let at_ms: i64 = r.get(1)?;
-            let until: Option<i64> = r.get(7)?;
-            Ok(Event {
-                seq: r.get(0)?,
-                at: crate::http::rfc3339(from_ms(at_ms)),
-                at_ms,
-                machine: r.get(2)?,
-                from: r.get(3)?,
-                to: r.get(4)?,
-                reason: r.get(5)?,
-                failures: r.get(6)?,
-                cooldown_until: until.map(|u| crate::http::rfc3339(from_ms(u))),
-                remote_attempted: r.get(8)?,
-                registry_version: r.get(9)?,
-                remote_attempts: r.get(10)?,
-                local_rejections: r.get(11)?,
-            })
-        })
-        .map_err(sqlite(path))?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(sqlite(path))
+    select_events(
+        path,
+        "WHERE (?1 IS NULL OR machine = ?1) AND (?2 IS NULL OR at_ms >= ?2) AND (?3 IS NULL OR seq < ?3)
+         ORDER BY seq DESC LIMIT ?4",
+        params![machine, since_ms, before, limit],
+    )
 }
 
 /// Trips (closed to open, forced_open or auth_failed) per machine since `since_ms`,
@@ -455,23 +467,11 @@ pub fn trips_since(path: &Path, since_ms: i64) -> Result<Vec<(String, u32)>, Sto
 
 /// The last ledger row of each machine before `before_ms`: its state when a window opens.
 pub fn last_rows_before(path: &Path, before_ms: i64) -> Result<Vec<Event>, StoreError> {
-    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(sqlite(path))?;
-    let mut out = Vec::new();
-    let mut stmt = conn
-        .prepare("SELECT MAX(seq) FROM ledger WHERE at_ms < ?1 GROUP BY machine")
-        .map_err(sqlite(path))?;
-    let seqs = stmt
-        .query_map(params![before_ms], |r| r.get::<_, i64>(0))
-        .map_err(sqlite(path))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(sqlite(path))?;
-    drop(stmt);
-    drop(conn);
-    for seq in seqs {
-        out.extend(events(path, None, None, Some(seq + 1), 1)?);
-    }
-    Ok(out)
+    select_events(
+        path,
+        "WHERE seq IN (SELECT MAX(seq) FROM ledger WHERE at_ms < ?1 GROUP BY machine)",
+        params![before_ms],
+    )
 }
 
 /// The phase names as stored; anything else in a row is unreadable.

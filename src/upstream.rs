@@ -13,6 +13,7 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
 use tokio::time::Instant;
 
+use crate::body::Unread;
 use crate::breaker::failure::words;
 use crate::breaker::{Failure, FailureKind};
 use crate::machines::Outcome;
@@ -272,8 +273,7 @@ impl Upstream {
                 Chunk::Deadline => Err(self.past_deadline(started, deadline, machine_deadline)),
             };
         }
-        let body = match tokio::time::timeout_at(deadline, read_limited(resp, self.max_body)).await
-        {
+        let body = match tokio::time::timeout_at(deadline, self.read_whole(resp)).await {
             Ok(Ok(body)) => body,
             Ok(Err(Unread::TooLarge)) => {
                 let failure = Failure::new(
@@ -285,14 +285,17 @@ impl Upstream {
                 );
                 return Err(AttemptError::failure(failure, Seen::BadGateway));
             }
-            Ok(Err(Unread::Cut(e))) => {
+            Ok(Err(Unread::Broken(e))) => {
                 let failure = Failure::new(
                     FailureKind::Reset,
                     format!("answer cut while reading: {}", classify::root(&e)),
                 );
                 return Err(AttemptError::failure(failure, Seen::BadGateway));
             }
-            Err(_) => return Err(self.past_deadline(started, deadline, machine_deadline)),
+            // No idle bound is asked of the reader: only the deadline stops a silent answer.
+            Ok(Err(Unread::Stalled)) | Err(_) => {
+                return Err(self.past_deadline(started, deadline, machine_deadline))
+            }
         };
         if let Err(why) = classify::valid_completion(endpoint, &body) {
             let failure = Failure::new(FailureKind::Malformed, format!("malformed answer: {why}"));
@@ -374,7 +377,7 @@ impl Upstream {
                 AttemptError::failure(Failure::new(FailureKind::Http5xx, detail), Seen::BadGateway)
             }
             _ => {
-                let body = tokio::time::timeout_at(deadline, read_limited(resp, self.max_body))
+                let body = tokio::time::timeout_at(deadline, self.read_whole(resp))
                     .await
                     .ok()
                     .and_then(Result::ok)
@@ -392,6 +395,13 @@ impl Upstream {
                 }
             }
         }
+    }
+
+    /// A whole answer, read up to `server.max_upstream_body` and never further; the caller's
+    /// deadline bounds the time.
+    async fn read_whole(&self, resp: reqwest::Response) -> Result<Bytes, Unread<reqwest::Error>> {
+        let declared = resp.content_length();
+        crate::body::collect(resp.bytes_stream(), declared, self.max_body, None).await
     }
 
     /// Waits for `fut`; each `every` of silence, asks the machine whether it is alive.
@@ -465,30 +475,6 @@ impl Upstream {
             Waited::Deadline => Chunk::Deadline,
         }
     }
-}
-
-/// Why a whole answer could not be read.
-enum Unread {
-    TooLarge,
-    Cut(reqwest::Error),
-}
-
-/// Reads a whole answer, at most `max` bytes: a larger one is refused on its declared
-/// length, or as soon as its bytes pass `max`, so it is never held whole (SPEC §7).
-async fn read_limited(mut resp: reqwest::Response, max: usize) -> Result<Bytes, Unread> {
-    let declared = resp.content_length().unwrap_or(0);
-    if declared > max as u64 {
-        return Err(Unread::TooLarge);
-    }
-    // Trust a declared length for the first allocation only up to a modest size.
-    let mut buf = bytes::BytesMut::with_capacity((declared as usize).min(1 << 20));
-    while let Some(chunk) = resp.chunk().await.map_err(Unread::Cut)? {
-        if buf.len() + chunk.len() > max {
-            return Err(Unread::TooLarge);
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    Ok(buf.freeze())
 }
 
 /// `base` + `path` as a URL.

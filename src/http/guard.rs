@@ -18,6 +18,7 @@ use crate::lab::Lab;
 use crate::proxy::client_error;
 use crate::registry::Server;
 use crate::service::Service;
+use crate::text::bounded;
 
 /// Host names a loopback router answers to without keys (any port).
 const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]", "host.docker.internal"];
@@ -57,7 +58,7 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
             if !ip_literal && !host_allowed(&host, server) {
                 return forbidden(
                     "host_not_allowed",
-                    format!("Host '{}' is not allowed (DNS rebinding protection): add it to server.allowed_hosts if this router is meant to answer to that name", shown(&host)),
+                    format!("Host '{}' is not allowed (DNS rebinding protection): add it to server.allowed_hosts if this router is meant to answer to that name", bounded(&host)),
                 );
             }
         }
@@ -246,7 +247,7 @@ fn preflight(origin: &str, headers: &HeaderMap) -> Response {
 
 fn cross_site(origin: Option<&str>) -> Response {
     let who = match origin {
-        Some(o) => format!("origin '{}'", shown(o)),
+        Some(o) => format!("origin '{}'", bounded(o)),
         None => "a cross-site page".to_string(),
     };
     forbidden(
@@ -262,11 +263,6 @@ fn forbidden(code: &str, message: String) -> Response {
         code,
         message,
     )
-}
-
-/// Text from a header, bounded and with control characters escaped, for an error message.
-fn shown(s: &str) -> String {
-    crate::text::bounded(s)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_saphyr::Spanned;
 
 use super::raw::RawServer;
-use super::{duration, err, parse_size, Invalid, DURATION_MAX};
+use super::{duration, duration_within, err, parse_size, Invalid, DURATION_MAX};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Server {
@@ -205,10 +205,12 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
             Duration::from_secs(60),
             "server.idle_timeout",
         )?,
-        keep_ledger: long_duration(
+        // A retention period, not a timeout: up to DURATION_MAX.
+        keep_ledger: duration_within(
             &raw.keep_ledger,
             Duration::from_secs(90 * 86_400),
             "server.keep_ledger",
+            DURATION_MAX,
         )?,
         max_connections,
         allowed_hosts,
@@ -223,25 +225,6 @@ fn size(v: &Option<Spanned<String>>, fallback: usize, what: &str) -> Result<usiz
         Some(s) => match parse_size(&s.value) {
             Ok(0) => err(s.referenced, format!("{what}: expected a size above zero")),
             Ok(n) => Ok(n),
-            Err(e) => err(s.referenced, format!("{what}: {e}")),
-        },
-    }
-}
-
-/// A retention period: above zero, up to [`DURATION_MAX`].
-fn long_duration(
-    v: &Option<Spanned<String>>,
-    fallback: Duration,
-    what: &str,
-) -> Result<Duration, Invalid> {
-    match v {
-        None => Ok(fallback),
-        Some(s) => match super::parse_duration_max(&s.value, DURATION_MAX) {
-            Ok(d) if d.is_zero() => err(
-                s.referenced,
-                format!("{what}: expected a duration above zero"),
-            ),
-            Ok(d) => Ok(d),
             Err(e) => err(s.referenced, format!("{what}: {e}")),
         },
     }

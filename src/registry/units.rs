@@ -19,24 +19,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn parse_duration_max(s: &str, max: Duration) -> Result<Duration, String> {
     let d = parse_unbounded(s)?;
     if d > max {
-        return Err(format!(
-            "expected a duration of at most {}, got '{}'",
-            crate::breaker::failure::words(max),
-            s.trim()
-        ));
+        return Err(at_most(s, max));
     }
     Ok(d)
 }
 
+fn at_most(s: &str, max: Duration) -> String {
+    format!(
+        "expected a duration of at most {}, got '{}'",
+        crate::breaker::failure::words(max),
+        s.trim()
+    )
+}
+
 fn parse_unbounded(s: &str) -> Result<Duration, String> {
     let expected = || format!("expected a duration like 250ms, 5s, 1m or 1m30s, got '{s}'");
-    let too_long = || {
-        format!(
-            "expected a duration of at most {}, got '{}'",
-            crate::breaker::failure::words(DURATION_MAX),
-            s.trim()
-        )
-    };
+    let too_long = || at_most(s, DURATION_MAX);
     let mut rest = s.trim();
     if rest.is_empty() {
         return Err(expected());
