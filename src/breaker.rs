@@ -5,17 +5,17 @@
 //! performs no I/O and reads no clock: the server ([`crate::machines`]), the health checker
 //! and `labrouter replay` all drive this same function.
 
-use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-pub mod failure;
 #[cfg(test)]
 mod tests;
+mod verdict;
 
-pub use failure::{Failure, FailureKind};
+pub use crate::outcome::{Failure, FailureKind, Phase, Skip};
+pub use verdict::{Restored, Transitioned, Verdict, RETRY_AFTER_MAX};
+use crate::outcome::words;
 
 /// The breaker settings of one machine (registry `breaker:`).
 #[derive(Clone, Debug, PartialEq)]
@@ -56,38 +56,6 @@ impl Policy {
             Some(ra) if ra > cooldown => ra.min(self.max_cooldown).max(cooldown),
             _ => cooldown,
         }
-    }
-}
-
-/// The breaker's phase, as `/status` and the ledger name it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    #[default]
-    Closed,
-    Open,
-    HalfOpen,
-    /// The machine answered 401/403: paused until a reload or a manual reset.
-    AuthFailed,
-    /// Opened by hand: stays open until closed or reset by hand.
-    ForcedOpen,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Closed => "closed",
-            Phase::Open => "open",
-            Phase::HalfOpen => "half_open",
-            Phase::AuthFailed => "auth_failed",
-            Phase::ForcedOpen => "forced_open",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -138,32 +106,6 @@ impl Breaker {
 pub struct Ticket {
     pub generation: u64,
     pub probe: bool,
-}
-
-/// Why a call was not sent to a machine. Never a failure of the machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Skip {
-    CircuitOpen,
-    ProbeInFlight,
-    RateLimited,
-    AuthFailed,
-    ForcedOpen,
-    /// The machine's `max_concurrency` is in use (decided outside the pure machine).
-    Busy,
-}
-
-impl Skip {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Skip::CircuitOpen => "circuit_open",
-            Skip::ProbeInFlight => "probe_in_flight",
-            Skip::RateLimited => "rate_limited",
-            Skip::AuthFailed => "auth_failed",
-            Skip::ForcedOpen => "forced_open",
-            Skip::Busy => "busy",
-        }
-    }
 }
 
 /// Everything that can happen to a breaker.
@@ -322,7 +264,7 @@ impl Breaker {
                     }
                 }
                 _ => {
-                    let reason = format!("cooldown of {} passed", failure::words(self.cooldown));
+                    let reason = format!("cooldown of {} passed", words(self.cooldown));
                     self.enter(Phase::HalfOpen, reason, false, None, transition);
                 }
             }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::breaker::failure::words;
+use crate::outcome::words;
 use crate::lab::Lab;
 use crate::registry::{Registry, RegistryError};
 use crate::service::{Service, ServiceError};

@@ -107,7 +107,7 @@ async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Response
                 "request_timeout",
                 format!(
                     "the request body stalled for {} (server.idle_timeout)",
-                    crate::breaker::failure::words(idle)
+                    crate::outcome::words(idle)
                 ),
             )
         }

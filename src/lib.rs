@@ -35,6 +35,7 @@ pub mod host;
 pub mod http;
 pub mod lab;
 pub mod machines;
+pub mod outcome;
 pub mod proxy;
 pub mod registry;
 pub mod replay;

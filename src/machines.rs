@@ -12,36 +12,13 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{broadcast, Notify};
 use tokio::time::Instant;
 
-use crate::breaker::{Breaker, Decision, Event, Failure, Phase, Policy, Skip, Ticket, Transition};
+pub use crate::breaker::Transitioned;
+use crate::breaker::{
+    Breaker, Decision, Event, Failure, Phase, Policy, Restored, Skip, Ticket, Transition, Verdict,
+};
+use crate::outcome::{Attempted, Effect, Held, Reason};
 use crate::registry::Registry;
-use crate::store::{Msg, Restored, Verdict};
-
-/// One breaker transition, with what the ledger and alerts need beside it.
-#[derive(Clone, Debug)]
-pub struct Transitioned {
-    pub machine: String,
-    pub transition: Transition,
-    /// Wall-clock time of the transition (stored and shown; intervals use tokio's clock).
-    pub at: SystemTime,
-    /// `cooldown_until` as wall-clock time.
-    pub cooldown_until: Option<SystemTime>,
-    pub registry_version: String,
-    /// The breaker after the transition, for the verdicts table.
-    pub verdict: Verdict,
-    pub remote_attempts: u64,
-    pub local_rejections: u64,
-}
-
-/// How an admitted call ended, as the chain walk classified it.
-#[derive(Clone, Debug)]
-pub enum Outcome {
-    Success,
-    Failure(Failure),
-    RateLimited(Instant),
-    AuthFailed(String),
-    /// The call ended without a verdict on the machine (400, 404, client gone).
-    Neutral,
-}
+use crate::store::Msg;
 
 /// One machine's breaker and counters. A machine keeps its one cell for as long as it is in
 /// the registry: a reload changes its policy and bulkhead limit in place, so a lease in
@@ -130,11 +107,13 @@ struct Guarded {
     policy: Policy,
 }
 
-/// Why a call was not admitted, and when the machine may admit again.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Why a call was not admitted, when the machine may admit again, and what its breaker
+/// showed at that moment.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Rejected {
     pub skip: Skip,
     pub retry_after: Option<Duration>,
+    pub held: Held,
 }
 
 fn new_cell(m: &crate::registry::Machine) -> Cell {
@@ -211,6 +190,11 @@ impl Machines {
     /// Asks machine `i` to admit one call now: instant, no I/O.
     pub fn admit(&self, i: usize) -> Result<Lease, Rejected> {
         let cell = &self.cells[i];
+        let held = |b: &Breaker| Held {
+            phase: b.phase,
+            failures: b.failures,
+            last_reason: b.last_reason.clone(),
+        };
         // The bulkhead first: a full machine is busy, not failing, and must not take a probe
         // lease it cannot use.
         let prev = cell.inflight.fetch_add(1, Ordering::AcqRel);
@@ -220,10 +204,15 @@ impl Machines {
             return Err(Rejected {
                 skip: Skip::Busy,
                 retry_after: None,
+                held: held(&lock(&cell.state).breaker),
             });
         }
-        match self.step(i, Event::Request) {
-            Decision::Admit(ticket) => {
+        // What the breaker showed is read under the same lock as its decision.
+        let (decision, seen) = step_cell_then(cell, &self.hub, Event::Request, |b, d| {
+            matches!(d, Decision::Reject { .. }).then(|| held(b))
+        });
+        match (decision, seen) {
+            (Decision::Admit(ticket), _) => {
                 cell.remote_attempts.fetch_add(1, Ordering::Relaxed);
                 Ok(Lease {
                     cell: Arc::clone(cell),
@@ -232,17 +221,22 @@ impl Machines {
                     done: false,
                 })
             }
-            Decision::Reject { skip, retry_after } => {
+            (Decision::Reject { skip, retry_after }, Some(held)) => {
                 cell.inflight.fetch_sub(1, Ordering::AcqRel);
                 cell.local_rejections.fetch_add(1, Ordering::Relaxed);
-                Err(Rejected { skip, retry_after })
+                Err(Rejected {
+                    skip,
+                    retry_after,
+                    held,
+                })
             }
-            Decision::Recorded | Decision::Stale => {
+            _ => {
                 // A Request is always answered Admit or Reject; never leak the slot anyway.
                 cell.inflight.fetch_sub(1, Ordering::AcqRel);
                 Err(Rejected {
                     skip: Skip::CircuitOpen,
                     retry_after: None,
+                    held: held(&lock(&cell.state).breaker),
                 })
             }
         }
@@ -305,11 +299,11 @@ impl Machines {
                     guard.generation += 1;
                     guard.opened_at = Some(now);
                     guard.open_until = Some(crate::clock::after(now, guard.cooldown));
-                    guard.last_reason = Some("state_unreadable".into());
+                    guard.last_reason = Some(Reason::StateUnreadable.as_str().into());
                     Transition {
                         from,
                         to: Phase::Open,
-                        reason: "state_unreadable".into(),
+                        reason: Reason::StateUnreadable.as_str().into(),
                         failures: guard.failures,
                         cooldown_until: guard.open_until,
                         remote_attempted: false,
@@ -328,8 +322,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn step_cell(cell: &Cell, hub: &Hub, event: Event) -> Decision {
+    step_cell_then(cell, hub, event, |_, _| ()).0
+}
+
+/// Steps the breaker and, under the same lock, lets `peek` read the state it left.
+fn step_cell_then<R>(
+    cell: &Cell,
+    hub: &Hub,
+    event: Event,
+    peek: impl FnOnce(&Breaker, &Decision) -> R,
+) -> (Decision, R) {
     let now = Instant::now();
-    let (output, wall) = {
+    let (output, wall, seen) = {
         let mut g = lock(&cell.state);
         let g = &mut *g;
         let state = std::mem::replace(&mut g.breaker, Breaker::new(&g.policy));
@@ -338,12 +342,13 @@ fn step_cell(cell: &Cell, hub: &Hub, event: Event) -> Decision {
         // A transition's wall-clock time is read under the lock: no call the new state
         // admits can reach a machine before the time the ledger gives the transition.
         let wall = output.transition.as_ref().map(|_| SystemTime::now());
-        (output, wall)
+        let seen = peek(&g.breaker, &output.decision);
+        (output, wall, seen)
     };
     if let (Some(t), Some(wall)) = (output.transition, wall) {
         announce(cell, hub, t, now, wall);
     }
-    output.decision
+    (output.decision, seen)
 }
 
 fn announce(cell: &Cell, hub: &Hub, transition: Transition, now: Instant, wall: SystemTime) {
@@ -395,17 +400,38 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Reports how the call ended. Consumes the lease: one outcome per admission.
-    pub fn finish(mut self, outcome: Outcome) -> Decision {
-        self.done = true;
+    /// The call served: the machine works.
+    pub fn succeed(self) -> Decision {
         let t = self.ticket;
-        let (event, no_verdict) = match outcome {
-            Outcome::Success => (Event::Success(t), None),
-            Outcome::Failure(f) => (Event::Failure(t, f), None),
-            Outcome::RateLimited(until) => (Event::RateLimited(t, until), Some("rate limited")),
-            Outcome::AuthFailed(why) => (Event::AuthFailed(t, why), None),
-            Outcome::Neutral => (Event::Cancel(t), Some("no verdict")),
-        };
+        self.report(Event::Success(t), None)
+    }
+
+    /// The call failed in a way that counts (a stream cut after bytes reached the client).
+    pub fn fail(self, failure: Failure) -> Decision {
+        let t = self.ticket;
+        self.report(Event::Failure(t, failure), None)
+    }
+
+    /// The call did not serve: its breaker records what `attempted` says it should.
+    pub fn finish(self, attempted: &Attempted) -> Decision {
+        let t = self.ticket;
+        match attempted.effect {
+            Effect::Counted(kind) => self.fail(Failure {
+                kind,
+                detail: attempted.detail.clone(),
+                retry_after: attempted.retry_after,
+            }),
+            Effect::Throttled(until) => {
+                self.report(Event::RateLimited(t, until), Some("rate limited"))
+            }
+            Effect::Paused => self.report(Event::AuthFailed(t, attempted.detail.clone()), None),
+            Effect::None => self.report(Event::Cancel(t), Some("no verdict")),
+        }
+    }
+
+    /// Reports how the call ended. Consumes the lease: one outcome per admission.
+    fn report(mut self, event: Event, no_verdict: Option<&'static str>) -> Decision {
+        self.done = true;
         let decision = step_cell(&self.cell, &self.hub, event);
         if let Some(why) = no_verdict {
             self.probe_released(why);

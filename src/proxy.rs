@@ -10,12 +10,11 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::time::Instant;
 
-use crate::breaker::Skip;
 use crate::lab::Lab;
-use crate::machines::Outcome;
+use crate::outcome::{Attempted, ModelId};
 use crate::request::Parsed;
 use crate::route::Decision;
-use crate::upstream::{relay, Answer, Endpoint, Seen};
+use crate::upstream::{relay, Answer, Endpoint};
 
 mod failure;
 
@@ -25,28 +24,8 @@ pub static ROUTE: HeaderName = HeaderName::from_static("x-labrouter-route");
 pub static TARGET: HeaderName = HeaderName::from_static("x-labrouter-target");
 pub static SKIPPED: HeaderName = HeaderName::from_static("x-labrouter-skipped");
 
-/// One target's part in a request, in chain order.
-#[derive(Clone, Debug)]
-pub struct Attempt {
-    pub model: usize,
-    pub kind: AttemptKind,
-}
-
-#[derive(Clone, Debug)]
-pub enum AttemptKind {
-    /// Not sent: a breaker (or the bulkhead) held it back.
-    Skipped {
-        skip: Skip,
-        retry_after: Option<Duration>,
-    },
-    /// Sent and failed.
-    Failed {
-        seen: Seen,
-        reason: &'static str,
-        detail: String,
-        retry_after: Option<Duration>,
-    },
-}
+/// The `outcome` label of a served attempt in `labrouter_upstream_attempts_total`.
+const SUCCESS: &str = "success";
 
 /// Serves one parsed request along `decision`'s chain. `wait` is `x-labrouter-wait`.
 pub async fn forward(
@@ -70,7 +49,7 @@ pub async fn forward(
     let first_backend = chain
         .first()
         .map_or("", |&m| reg.models[m].backend.as_str());
-    let mut attempts: Vec<Attempt> = Vec::new();
+    let mut attempts: Vec<Attempted> = Vec::new();
 
     loop {
         // Registered before the walk, so a change during the walk is not missed.
@@ -84,6 +63,10 @@ pub async fn forward(
             if endpoint == Endpoint::Embeddings && reg.models[model].backend != first_backend {
                 continue;
             }
+            // The chain moves on while the request's deadline allows (SPEC §3.2).
+            if Instant::now() >= deadline && !attempts.is_empty() {
+                break;
+            }
             let machine = reg.models[model].machine;
             let lease = match lab.machines.admit(machine) {
                 Ok(lease) => lease,
@@ -91,33 +74,35 @@ pub async fn forward(
                     metrics::counter!("labrouter_local_rejections_total",
                         "machine" => reg.machines[machine].name.clone(), "reason" => rej.skip.as_str())
                     .increment(1);
-                    attempts.push(Attempt {
-                        model,
-                        kind: AttemptKind::Skipped {
-                            skip: rej.skip,
-                            retry_after: rej.retry_after,
-                        },
-                    });
+                    attempts.push(Attempted::skipped(
+                        ModelId(model),
+                        rej.skip,
+                        rej.retry_after,
+                        &rej.held,
+                    ));
                     continue;
                 }
             };
             let body = parsed.body_for(&reg.models[model].backend);
             let upstream = &lab.upstreams[machine];
-            match upstream.attempt(endpoint, body, deadline).await {
+            let failed = match upstream
+                .attempt(ModelId(model), endpoint, body, deadline)
+                .await
+            {
                 Ok(Answer::Full {
                     status,
                     content_type,
                     body,
                 }) => {
-                    lease.finish(Outcome::Success);
-                    served(&lab, &label, model, &attempts, started);
+                    lease.succeed();
+                    count_served(&lab, &label, model, &attempts, started);
                     let mut resp = Response::new(Body::from(body));
                     *resp.status_mut() = status;
                     if let Some(ct) = content_type {
                         resp.headers_mut()
                             .insert(axum::http::header::CONTENT_TYPE, ct);
                     }
-                    mark(resp.headers_mut(), &lab, &label, Some(model), &attempts);
+                    label_headers(resp.headers_mut(), &lab, &label, Some(model), &attempts);
                     return resp;
                 }
                 Ok(Answer::Stream {
@@ -126,7 +111,7 @@ pub async fn forward(
                     first,
                     rest,
                 }) => {
-                    served(&lab, &label, model, &attempts, started);
+                    count_served(&lab, &label, model, &attempts, started);
                     let target = reg.target_name(model);
                     let body = relay(first, rest, lease, Arc::clone(upstream), deadline, target);
                     let mut resp = Response::new(Body::from_stream(body));
@@ -139,45 +124,50 @@ pub async fn forward(
                         axum::http::header::CACHE_CONTROL,
                         HeaderValue::from_static("no-cache"),
                     );
-                    mark(h, &lab, &label, Some(model), &attempts);
+                    label_headers(h, &lab, &label, Some(model), &attempts);
                     return resp;
                 }
-                Err(e) => {
-                    metrics::counter!("labrouter_upstream_attempts_total",
-                        "machine" => reg.machines[machine].name.clone(), "outcome" => e.reason)
-                    .increment(1);
-                    lease.finish(e.outcome.clone());
-                    let move_on = e.may_move_on();
-                    attempts.push(Attempt {
-                        model,
-                        kind: AttemptKind::Failed {
-                            seen: e.seen,
-                            reason: e.reason,
-                            detail: e.detail,
-                            retry_after: e.retry_after,
-                        },
-                    });
-                    if !move_on {
-                        break;
+                // The request's own fault: the machine's answer goes back as is.
+                Ok(Answer::Refused {
+                    status,
+                    content_type,
+                    body,
+                    attempted,
+                }) => {
+                    count_attempt(&lab, machine, &attempted);
+                    lease.finish(&attempted);
+                    attempts.push(attempted);
+                    metrics::histogram!("labrouter_request_duration_seconds", "route" => label.clone())
+                        .record(started.elapsed().as_secs_f64());
+                    let mut resp = Response::new(Body::from(body));
+                    *resp.status_mut() = status;
+                    if let Some(ct) = content_type {
+                        resp.headers_mut()
+                            .insert(axum::http::header::CONTENT_TYPE, ct);
                     }
+                    label_headers(resp.headers_mut(), &lab, &label, None, &attempts);
+                    return resp;
                 }
+                Err(attempted) => attempted,
+            };
+            count_attempt(&lab, machine, &failed);
+            lease.finish(&failed);
+            let move_on = failed.fault.may_fail_over();
+            attempts.push(failed);
+            if !move_on {
+                break;
             }
         }
 
         // Nothing served. With x-labrouter-wait, and when nothing was even tried, wait for
         // the earliest breaker to admit a probe, then walk again.
-        let all_skipped = attempts
-            .iter()
-            .all(|a| matches!(a.kind, AttemptKind::Skipped { .. }));
+        let all_skipped = attempts.iter().all(|a| !a.was_sent());
         if let (true, Some(until)) = (all_skipped, wait_until) {
             let now = Instant::now();
             if now < until {
                 let soonest = attempts
                     .iter()
-                    .filter_map(|a| match a.kind {
-                        AttemptKind::Skipped { retry_after, .. } => retry_after,
-                        AttemptKind::Failed { .. } => None,
-                    })
+                    .filter_map(|a| a.retry_after)
                     .min()
                     .map_or(until, |d| crate::clock::after(now, d).min(until));
                 tokio::select! {
@@ -191,30 +181,37 @@ pub async fn forward(
         metrics::histogram!("labrouter_request_duration_seconds", "route" => label.clone())
             .record(started.elapsed().as_secs_f64());
         let mut resp = nothing_served(&lab, &label, &attempts);
-        mark(resp.headers_mut(), &lab, &label, None, &attempts);
+        label_headers(resp.headers_mut(), &lab, &label, None, &attempts);
         return resp;
     }
 }
 
+/// Counts a sent attempt that did not serve, by its reason.
+fn count_attempt(lab: &Lab, machine: usize, a: &Attempted) {
+    metrics::counter!("labrouter_upstream_attempts_total",
+        "machine" => lab.registry.machines[machine].name.clone(), "outcome" => a.reason.as_str())
+    .increment(1);
+}
+
 /// Counts a served request: its machine's success, its duration, and a fallback if the
 /// chain's first target did not serve.
-fn served(lab: &Lab, route: &str, model: usize, attempts: &[Attempt], started: Instant) {
+fn count_served(lab: &Lab, route: &str, model: usize, attempts: &[Attempted], started: Instant) {
     let reg = &lab.registry;
     let machine = reg.machines[reg.models[model].machine].name.clone();
-    metrics::counter!("labrouter_upstream_attempts_total", "machine" => machine, "outcome" => "success").increment(1);
+    metrics::counter!("labrouter_upstream_attempts_total", "machine" => machine, "outcome" => SUCCESS).increment(1);
     metrics::histogram!("labrouter_request_duration_seconds", "route" => route.to_string())
         .record(started.elapsed().as_secs_f64());
     if let Some(first) = attempts.first() {
         metrics::counter!("labrouter_fallbacks_total",
-            "route" => route.to_string(), "from" => reg.target_name(first.model), "to" => reg.target_name(model))
+            "route" => route.to_string(), "from" => reg.target_name(first.target.0), "to" => reg.target_name(model))
         .increment(1);
         // Each machine passed over counts once, however many of its models the chain named.
         let to = reg.models[model].machine;
-        let mut seen: Vec<usize> = Vec::with_capacity(attempts.len());
+        let mut passed: Vec<usize> = Vec::with_capacity(attempts.len());
         for a in attempts {
-            let m = reg.models[a.model].machine;
-            if m != to && !seen.contains(&m) {
-                seen.push(m);
+            let m = reg.models[a.target.0].machine;
+            if m != to && !passed.contains(&m) {
+                passed.push(m);
                 lab.machines.note_rerouted(m);
             }
         }
@@ -222,7 +219,13 @@ fn served(lab: &Lab, route: &str, model: usize, attempts: &[Attempt], started: I
 }
 
 /// Adds the x-labrouter headers: the route, the target that served, what was passed over.
-fn mark(h: &mut HeaderMap, lab: &Lab, label: &str, served: Option<usize>, attempts: &[Attempt]) {
+fn label_headers(
+    h: &mut HeaderMap,
+    lab: &Lab,
+    label: &str,
+    served: Option<usize>,
+    attempts: &[Attempted],
+) {
     if let Ok(v) = HeaderValue::from_str(label) {
         h.insert(ROUTE.clone(), v);
     }
@@ -234,13 +237,7 @@ fn mark(h: &mut HeaderMap, lab: &Lab, label: &str, served: Option<usize>, attemp
     if !attempts.is_empty() {
         let list: Vec<String> = attempts
             .iter()
-            .map(|a| {
-                let why = match &a.kind {
-                    AttemptKind::Skipped { skip, .. } => skip.as_str(),
-                    AttemptKind::Failed { reason, .. } => reason,
-                };
-                format!("{}={why}", lab.registry.target_name(a.model))
-            })
+            .map(|a| format!("{}={}", lab.registry.target_name(a.target.0), a.reason))
             .collect();
         if let Ok(v) = HeaderValue::from_str(&list.join(",")) {
             h.insert(SKIPPED.clone(), v);

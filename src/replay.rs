@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-use crate::breaker::failure::words;
+use crate::outcome::words;
 use crate::breaker::{Breaker, Decision, Event, Failure, FailureKind, Policy, Ticket};
 use crate::registry::parse_duration;
 

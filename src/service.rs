@@ -14,7 +14,7 @@ use arc_swap::ArcSwap;
 use crate::lab::{Lab, LabError};
 use crate::machines::Hub;
 use crate::registry::{Registry, RegistryError};
-use crate::store::{Msg, Store, StoreError};
+use crate::store::{Msg, Recalled, Restored, Store, StoreError};
 
 /// Why the service could not start, or a reload was refused.
 #[derive(Debug, thiserror::Error)]
@@ -70,18 +70,26 @@ impl Service {
         registry: Registry,
         config: Option<PathBuf>,
     ) -> Result<Service, ServiceError> {
-        let (store, restored) = Store::open(&registry.server.state_dir)?;
+        let (store, recalled) = Store::open(&registry.server.state_dir)?;
         let hub = Hub::new(Some(store.sender()));
         let lab = Lab::build(registry, Arc::clone(&hub), None)?;
-        for (name, verdict) in &restored {
-            let targets: Vec<usize> = match name.as_str() {
-                // The whole file was unreadable: every machine fails closed.
-                "*" => (0..lab.registry.machines.len()).collect(),
-                _ => lab.registry.machine_index(name).into_iter().collect(),
-            };
-            for i in targets {
-                let max_age = lab.registry.machines[i].breaker.max_cooldown;
-                lab.machines.restore(i, verdict, max_age);
+        let restore = |i: usize, restored: &Restored| {
+            let max_age = lab.registry.machines[i].breaker.max_cooldown;
+            lab.machines.restore(i, restored, max_age);
+        };
+        match &recalled {
+            Recalled::Verdicts(verdicts) => {
+                for (name, restored) in verdicts {
+                    if let Some(i) = lab.registry.machine_index(name) {
+                        restore(i, restored);
+                    }
+                }
+            }
+            // The whole file was unreadable: every machine fails closed.
+            Recalled::Unreadable(why) => {
+                for i in 0..lab.registry.machines.len() {
+                    restore(i, &Restored::Unreadable(why.clone()));
+                }
             }
         }
         Ok(Service {

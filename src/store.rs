@@ -12,12 +12,20 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection};
 
-use crate::breaker::Phase;
-use crate::machines::Transitioned;
+use crate::breaker::{Phase, Transitioned};
 
 mod verdict;
 
 pub use verdict::{Restored, Verdict};
+
+/// What the store remembered at start.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Recalled {
+    /// Each machine's verdict, as its row was read.
+    Verdicts(Vec<(String, Restored)>),
+    /// The whole file was unreadable and moved aside: every machine starts open.
+    Unreadable(String),
+}
 
 /// The database file inside `state_dir`.
 pub const FILE: &str = "labrouter.db";
@@ -185,7 +193,7 @@ impl Store {
     /// Opens (creating and migrating) the store in `state_dir` and reads its verdicts.
     /// A file that cannot be read is moved aside and a fresh one created; its machines are
     /// reported [`Restored::Unreadable`] so they start open (fail closed).
-    pub fn open(state_dir: &Path) -> Result<(Store, Vec<(String, Restored)>), StoreError> {
+    pub fn open(state_dir: &Path) -> Result<(Store, Recalled), StoreError> {
         std::fs::create_dir_all(state_dir).map_err(|source| StoreError::Io {
             path: state_dir.display().to_string(),
             source,
@@ -205,10 +213,7 @@ impl Store {
                 }
                 let mut conn = open_conn(&path)?;
                 migrate(&mut conn, &path)?;
-                (
-                    conn,
-                    vec![("*".to_string(), Restored::Unreadable(e.to_string()))],
-                )
+                (conn, Recalled::Unreadable(e.to_string()))
             }
         };
         let (tx, rx) = mpsc::channel::<Msg>();
@@ -230,7 +235,7 @@ impl Store {
         ))
     }
 
-    fn read_all(path: &Path) -> Result<(Connection, Vec<(String, Restored)>), StoreError> {
+    fn read_all(path: &Path) -> Result<(Connection, Recalled), StoreError> {
         let mut conn = open_conn(path)?;
         migrate(&mut conn, path)?;
         conn.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0))
@@ -246,7 +251,7 @@ impl Store {
                 }
             })?;
         let restored = verdict::read_verdicts(&conn).map_err(sqlite(path))?;
-        Ok((conn, restored))
+        Ok((conn, Recalled::Verdicts(restored)))
     }
 
     /// Where transitions go to be written: give it to [`crate::machines::Machines`].
@@ -449,13 +454,20 @@ pub fn trips_since(path: &Path, since_ms: i64) -> Result<Vec<(String, u32)>, Sto
     let mut stmt = conn
         .prepare(
             "SELECT machine, COUNT(*) FROM ledger
-             WHERE at_ms >= ?1 AND from_state = 'closed' AND to_state NOT IN ('closed', 'half_open')
+             WHERE at_ms >= ?1 AND from_state = ?3 AND to_state NOT IN (?3, ?4)
                AND machine != ?2
              GROUP BY machine",
         )
         .map_err(sqlite(path))?;
     let rows = stmt
-        .query_map(params![since_ms, REGISTRY_ROW], |r| {
+        .query_map(
+            params![
+                since_ms,
+                REGISTRY_ROW,
+                Phase::Closed.as_str(),
+                Phase::HalfOpen.as_str()
+            ],
+            |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, i64>(1)?.clamp(0, u32::MAX.into()) as u32,
@@ -472,18 +484,6 @@ pub fn last_rows_before(path: &Path, before_ms: i64) -> Result<Vec<Event>, Store
         "WHERE seq IN (SELECT MAX(seq) FROM ledger WHERE at_ms < ?1 GROUP BY machine)",
         params![before_ms],
     )
-}
-
-/// The phase names as stored; anything else in a row is unreadable.
-pub fn phase_from(s: &str) -> Option<Phase> {
-    Some(match s {
-        "closed" => Phase::Closed,
-        "open" => Phase::Open,
-        "half_open" => Phase::HalfOpen,
-        "auth_failed" => Phase::AuthFailed,
-        "forced_open" => Phase::ForcedOpen,
-        _ => return None,
-    })
 }
 
 // === Telegram's memory: meta values and counter samples ===

@@ -1,8 +1,8 @@
 //! One attempt at one machine: send, tell hung from slow (SPEC §3.3), classify (SPEC §3.2).
 //!
-//! An attempt ends in an [`Answer`] the client can be given, or an [`AttemptError`] that
-//! carries its decisions: what the breaker records, whether the chain may move on, and what
-//! the client sees if nothing else serves.
+//! An attempt ends in an [`Answer`] the client can be given, or an [`Attempted`] that
+//! carries its decisions: what the breaker records, whose fault it was (so whether the
+//! chain may move on), and what the client sees if nothing else serves.
 
 use std::time::Duration;
 
@@ -14,9 +14,8 @@ use reqwest::StatusCode;
 use tokio::time::Instant;
 
 use crate::body::Unread;
-use crate::breaker::failure::words;
-use crate::breaker::{Failure, FailureKind};
-use crate::machines::Outcome;
+use crate::breaker::FailureKind;
+use crate::outcome::{words, Attempted, Fault, ModelId};
 use crate::registry::{Machine, Timeouts};
 
 pub mod classify;
@@ -83,65 +82,14 @@ pub enum Answer {
         first: Bytes,
         rest: BoxStream<'static, reqwest::Result<Bytes>>,
     },
-}
-
-/// What the client sees for a failed attempt when nothing else serves.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Seen {
-    /// 503: the machine could not be reached or is paused.
-    Unavailable,
-    /// 502: the machine answered, but badly.
-    BadGateway,
-    /// 429 from the machine.
-    RateLimited,
-    /// 504: the request's deadline ran out.
-    Timeout,
-    /// 400/413/422 and other client errors: passed to the client as is; the chain stops.
-    PassThrough {
+    /// The machine refused the request itself (400, 413, 422): its answer goes back as is
+    /// and the chain stops (SPEC §3.2).
+    Refused {
         status: StatusCode,
         content_type: Option<HeaderValue>,
         body: Bytes,
+        attempted: Attempted,
     },
-}
-
-/// An attempt that did not serve, with its decisions.
-#[derive(Debug)]
-pub struct AttemptError {
-    pub outcome: Outcome,
-    pub seen: Seen,
-    /// Plain words: "connection refused", "HTTP 500", "timeout after 5s".
-    pub detail: String,
-    /// A short token for `x-labrouter-skipped` and `attempts[].reason`.
-    pub reason: &'static str,
-    pub retry_after: Option<Duration>,
-}
-
-impl AttemptError {
-    /// The chain may try the next target: nothing reached the client, and the request is
-    /// neither the client's fault nor out of time.
-    pub fn may_move_on(&self) -> bool {
-        !matches!(self.seen, Seen::PassThrough { .. } | Seen::Timeout)
-    }
-
-    fn failure(failure: Failure, seen: Seen) -> Self {
-        AttemptError {
-            reason: failure.kind.as_str(),
-            detail: failure.detail.clone(),
-            retry_after: failure.retry_after,
-            outcome: Outcome::Failure(failure),
-            seen,
-        }
-    }
-
-    fn timeout(after: Duration) -> Self {
-        AttemptError {
-            outcome: Outcome::Neutral,
-            seen: Seen::Timeout,
-            detail: format!("request deadline reached after {}", words(after)),
-            reason: "timeout",
-            retry_after: None,
-        }
-    }
 }
 
 impl Upstream {
@@ -183,17 +131,27 @@ impl Upstream {
         })
     }
 
-    /// Sends `body` to `endpoint` and waits for an answer worth giving the client, at most
-    /// until `deadline` (the request's; this machine's `total` also applies).
+    /// Sends `body` to `endpoint` as `target` and waits for an answer worth giving the
+    /// client, at most until `deadline` (the request's; this machine's `total` also applies).
     pub async fn attempt(
         &self,
+        target: ModelId,
         endpoint: Endpoint,
         body: Bytes,
         deadline: Instant,
-    ) -> Result<Answer, AttemptError> {
+    ) -> Result<Answer, Attempted> {
         let started = Instant::now();
         let machine_deadline = crate::clock::after(started, self.timeouts.total);
         let deadline = deadline.min(machine_deadline);
+        let counted = |kind, fault, detail: String| Attempted::counted(target, kind, fault, detail);
+        let past_deadline = || {
+            classify::past_deadline(
+                target,
+                started,
+                deadline == machine_deadline,
+                self.timeouts.total,
+            )
+        };
         let mut req = self
             .client
             .post(self.endpoints[endpoint as usize].clone())
@@ -209,29 +167,24 @@ impl Upstream {
         {
             Waited::Done(Ok(resp)) => resp,
             Waited::Done(Err(e)) => {
-                let failure = classify::send_error(&e, self.timeouts.connect);
-                return Err(AttemptError::failure(failure, Seen::Unavailable));
+                let f = classify::send_error(&e, self.timeouts.connect);
+                return Err(counted(f.kind, Fault::Unreachable, f.detail));
             }
             Waited::Hung => {
-                let failure = Failure::new(
-                    FailureKind::Hung,
-                    format!(
-                        "timeout after {} (liveness check failed)",
-                        words(self.timeouts.first_byte)
-                    ),
+                let detail = format!(
+                    "timeout after {} (liveness check failed)",
+                    words(self.timeouts.first_byte)
                 );
-                return Err(AttemptError::failure(failure, Seen::Unavailable));
+                return Err(counted(FailureKind::Hung, Fault::Unreachable, detail));
             }
-            Waited::Deadline => {
-                return Err(self.past_deadline(started, deadline, machine_deadline))
-            }
+            Waited::Deadline => return Err(past_deadline()),
         };
         metrics::histogram!("labrouter_upstream_first_byte_seconds", "machine" => self.name.clone())
             .record(started.elapsed().as_secs_f64());
         let status = resp.status();
         let content_type = resp.headers().get(CONTENT_TYPE).cloned();
         if !status.is_success() {
-            return Err(self.refusal(resp, deadline).await);
+            return self.refusal(target, resp, deadline).await;
         }
         let is_sse = content_type
             .as_ref()
@@ -239,6 +192,7 @@ impl Upstream {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if is_sse {
             let mut rest = resp.bytes_stream().boxed();
+            let cut = |detail: String| counted(FailureKind::StreamCut, Fault::BadAnswer, detail);
             return match self.next_chunk(&mut rest, deadline).await {
                 Chunk::Data(first) => Ok(Answer::Stream {
                     status,
@@ -246,60 +200,40 @@ impl Upstream {
                     first,
                     rest,
                 }),
-                Chunk::End => Err(AttemptError::failure(
-                    Failure::new(
-                        FailureKind::StreamCut,
-                        "stream ended before its first chunk",
+                Chunk::End => Err(cut("stream ended before its first chunk".into())),
+                Chunk::Cut(detail) => Err(cut(format!(
+                    "stream cut before its first chunk: {detail}"
+                ))),
+                Chunk::Hung => Err(counted(
+                    FailureKind::StreamHung,
+                    Fault::BadAnswer,
+                    format!(
+                        "stream silent for {} (liveness check failed)",
+                        words(self.timeouts.idle)
                     ),
-                    Seen::BadGateway,
                 )),
-                Chunk::Cut(detail) => Err(AttemptError::failure(
-                    Failure::new(
-                        FailureKind::StreamCut,
-                        format!("stream cut before its first chunk: {detail}"),
-                    ),
-                    Seen::BadGateway,
-                )),
-                Chunk::Hung => Err(AttemptError::failure(
-                    Failure::new(
-                        FailureKind::StreamHung,
-                        format!(
-                            "stream silent for {} (liveness check failed)",
-                            words(self.timeouts.idle)
-                        ),
-                    ),
-                    Seen::BadGateway,
-                )),
-                Chunk::Deadline => Err(self.past_deadline(started, deadline, machine_deadline)),
+                Chunk::Deadline => Err(past_deadline()),
             };
         }
         let body = match tokio::time::timeout_at(deadline, self.read_whole(resp)).await {
             Ok(Ok(body)) => body,
             Ok(Err(Unread::TooLarge)) => {
-                let failure = Failure::new(
-                    FailureKind::Malformed,
-                    format!(
-                        "malformed answer: larger than server.max_upstream_body ({} bytes)",
-                        self.max_body
-                    ),
+                let detail = format!(
+                    "malformed answer: larger than server.max_upstream_body ({} bytes)",
+                    self.max_body
                 );
-                return Err(AttemptError::failure(failure, Seen::BadGateway));
+                return Err(counted(FailureKind::Malformed, Fault::BadAnswer, detail));
             }
             Ok(Err(Unread::Broken(e))) => {
-                let failure = Failure::new(
-                    FailureKind::Reset,
-                    format!("answer cut while reading: {}", classify::root(&e)),
-                );
-                return Err(AttemptError::failure(failure, Seen::BadGateway));
+                let detail = format!("answer cut while reading: {}", classify::root(&e));
+                return Err(counted(FailureKind::Reset, Fault::BadAnswer, detail));
             }
             // No idle bound is asked of the reader: only the deadline stops a silent answer.
-            Ok(Err(Unread::Stalled)) | Err(_) => {
-                return Err(self.past_deadline(started, deadline, machine_deadline))
-            }
+            Ok(Err(Unread::Stalled)) | Err(_) => return Err(past_deadline()),
         };
         if let Err(why) = classify::valid_completion(endpoint, &body) {
-            let failure = Failure::new(FailureKind::Malformed, format!("malformed answer: {why}"));
-            return Err(AttemptError::failure(failure, Seen::BadGateway));
+            let detail = format!("malformed answer: {why}");
+            return Err(counted(FailureKind::Malformed, Fault::BadAnswer, detail));
         }
         Ok(Answer::Full {
             status,
@@ -308,93 +242,38 @@ impl Upstream {
         })
     }
 
-    /// A deadline ran out: the machine's own `total` is its failure; the request's is not.
-    fn past_deadline(
+    /// A non-2xx answer, classified by SPEC §3.2; a client error's answer is read to be
+    /// passed back.
+    async fn refusal(
         &self,
-        started: Instant,
+        target: ModelId,
+        resp: reqwest::Response,
         deadline: Instant,
-        machine_deadline: Instant,
-    ) -> AttemptError {
-        if deadline == machine_deadline {
-            let failure = Failure::new(
-                FailureKind::Timeout,
-                format!(
-                    "no complete answer within {} (timeouts.total)",
-                    words(self.timeouts.total)
-                ),
-            );
-            AttemptError::failure(failure, Seen::Timeout)
-        } else {
-            AttemptError::timeout(Instant::now() - started)
-        }
-    }
-
-    /// A non-2xx answer, classified by SPEC §3.2.
-    async fn refusal(&self, resp: reqwest::Response, deadline: Instant) -> AttemptError {
+    ) -> Result<Answer, Attempted> {
         let status = resp.status();
         let retry_after = resp
             .headers()
             .get(RETRY_AFTER)
             .and_then(classify::retry_after);
-        let content_type = resp.headers().get(CONTENT_TYPE).cloned();
-        let code = status.as_u16();
-        let detail = format!("HTTP {code}");
-        match code {
-            429 => match retry_after {
-                Some(ra) if crate::clock::from_now(ra) <= deadline => AttemptError {
-                    outcome: Outcome::RateLimited(crate::clock::from_now(ra)),
-                    seen: Seen::RateLimited,
-                    detail: format!("HTTP 429, retry after {}", words(ra)),
-                    reason: "rate_limited",
-                    retry_after: Some(ra),
-                },
-                _ => {
-                    let mut failure = Failure::new(FailureKind::RateLimited, detail);
-                    failure.retry_after = retry_after;
-                    AttemptError::failure(failure, Seen::RateLimited)
-                }
-            },
-            401 | 403 => AttemptError {
-                outcome: Outcome::AuthFailed(format!(
-                    "{detail}: the machine refused our credentials"
-                )),
-                seen: Seen::Unavailable,
-                detail: format!("{detail} (auth failed)"),
-                reason: "auth_failed",
-                retry_after: None,
-            },
-            404 => {
-                tracing::warn!(machine = %self.name, "HTTP 404: the model is not on this machine; check registry.yaml");
-                AttemptError {
-                    outcome: Outcome::Neutral,
-                    seen: Seen::BadGateway,
-                    detail: format!("{detail} (model not found on the machine)"),
-                    reason: "not_found",
-                    retry_after: None,
-                }
-            }
-            500..=599 => {
-                AttemptError::failure(Failure::new(FailureKind::Http5xx, detail), Seen::BadGateway)
-            }
-            _ => {
-                let body = tokio::time::timeout_at(deadline, self.read_whole(resp))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .unwrap_or_default();
-                AttemptError {
-                    outcome: Outcome::Neutral,
-                    seen: Seen::PassThrough {
-                        status,
-                        content_type,
-                        body,
-                    },
-                    detail,
-                    reason: "client_error",
-                    retry_after: None,
-                }
-            }
+        let attempted = classify::refusal(target, status.as_u16(), retry_after, deadline);
+        if attempted.reason == crate::outcome::Reason::NotFound {
+            tracing::warn!(machine = %self.name, "HTTP 404: the model is not on this machine; check registry.yaml");
         }
+        if attempted.fault != Fault::Client {
+            return Err(attempted);
+        }
+        let content_type = resp.headers().get(CONTENT_TYPE).cloned();
+        let body = tokio::time::timeout_at(deadline, self.read_whole(resp))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        Ok(Answer::Refused {
+            status,
+            content_type,
+            body,
+            attempted,
+        })
     }
 
     /// A whole answer, read up to `server.max_upstream_body` and never further; the caller's

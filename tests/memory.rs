@@ -414,7 +414,8 @@ async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
     let (store, restored) = labrouter::store::Store::open(dir.path()).unwrap();
     drop(store);
     assert!(
-        matches!(&restored[..], [(m, labrouter::store::Restored::Found { .. })] if m == "gpu-box")
+        matches!(&restored, labrouter::store::Recalled::Verdicts(v)
+            if matches!(&v[..], [(m, labrouter::store::Restored::Found { .. })] if m == "gpu-box"))
     );
     let conn = rusqlite::Connection::open(dir.path().join(labrouter::store::FILE)).unwrap();
     let version: i64 = conn

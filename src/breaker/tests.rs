@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::failure::words;
+use crate::outcome::words;
 use super::*;
 
 fn secs(n: u64) -> Duration {

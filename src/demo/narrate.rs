@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::traffic::{Done, Served};
 use super::Summary;
-use crate::breaker::failure::words;
+use crate::outcome::words;
 use crate::breaker::Phase;
 use crate::lab::Lab;
 use crate::machines::Transitioned;

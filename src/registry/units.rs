@@ -27,7 +27,7 @@ pub fn parse_duration_max(s: &str, max: Duration) -> Result<Duration, String> {
 fn at_most(s: &str, max: Duration) -> String {
     format!(
         "expected a duration of at most {}, got '{}'",
-        crate::breaker::failure::words(max),
+        crate::outcome::words(max),
         s.trim()
     )
 }

@@ -1,82 +1,11 @@
-//! A machine's verdict: the part of its breaker worth remembering, in wall-clock time.
+//! Verdicts in SQLite: one row per machine, written with each transition, read at start.
 
 use std::time::{Duration, SystemTime};
 
 use rusqlite::{params, Connection, Row};
-use tokio::time::Instant;
 
-use super::{from_ms, ms, phase_from};
-use crate::breaker::{Breaker, Phase, Policy};
-
-/// What is stored per machine (SPEC §3.6).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    pub state: Phase,
-    pub failures: u32,
-    pub opened_at: Option<SystemTime>,
-    pub cooldown: Duration,
-    pub open_until: Option<SystemTime>,
-    pub last_reason: Option<String>,
-    pub last_retry_after: Option<Duration>,
-}
-
-/// A verdict read back at start.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Restored {
-    Found {
-        verdict: Verdict,
-        written: SystemTime,
-    },
-    /// The row (or the whole file, machine `*`) could not be read: fail closed.
-    Unreadable(String),
-}
-
-impl Verdict {
-    /// The verdict of a breaker, with tokio instants turned into wall-clock times.
-    pub fn of(b: &Breaker, now: Instant, wall: SystemTime) -> Verdict {
-        let to_wall = |t: Instant| {
-            if t >= now {
-                wall + (t - now)
-            } else {
-                wall - (now - t)
-            }
-        };
-        Verdict {
-            state: b.phase,
-            failures: b.failures,
-            opened_at: b.opened_at.map(to_wall),
-            cooldown: b.cooldown,
-            open_until: b.open_until.map(to_wall),
-            last_reason: b.last_reason.clone(),
-            last_retry_after: b.last_retry_after,
-        }
-    }
-
-    /// The breaker this verdict seeds, on tokio's clock. A half-open verdict comes back
-    /// without its probe: that lease died with the old process.
-    pub fn to_breaker(&self, policy: &Policy, now: Instant, wall: SystemTime) -> Breaker {
-        let to_instant = |t: SystemTime| match t.duration_since(wall) {
-            Ok(ahead) => crate::clock::after(now, ahead),
-            Err(e) => now.checked_sub(e.duration()).unwrap_or(now),
-        };
-        let mut b = Breaker::new(policy);
-        b.phase = self.state;
-        b.failures = self.failures;
-        b.cooldown = self.cooldown.clamp(policy.cooldown, policy.max_cooldown);
-        b.opened_at = self.opened_at.map(to_instant);
-        // A stored time is outside input: an open breaker waits at most max_cooldown more.
-        let latest = crate::clock::after(now, policy.max_cooldown);
-        b.open_until = match self.state {
-            Phase::Open => Some(self.open_until.map_or(now, to_instant).min(latest)),
-            _ => None,
-        };
-        b.last_reason = self.last_reason.as_deref().map(crate::text::bounded);
-        b.last_retry_after = self
-            .last_retry_after
-            .map(|d| d.min(crate::upstream::classify::RETRY_AFTER_MAX));
-        b
-    }
-}
+use super::{from_ms, ms};
+pub use crate::breaker::{Restored, Verdict};
 
 pub(super) fn upsert(
     conn: &Connection,
@@ -123,7 +52,7 @@ pub(super) fn read_verdicts(conn: &Connection) -> rusqlite::Result<Vec<(String, 
 fn read_row(r: &Row<'_>) -> Restored {
     let read = || -> Result<Restored, String> {
         let state: String = r.get(1).map_err(|e| e.to_string())?;
-        let state = phase_from(&state).ok_or_else(|| format!("unknown state '{state}'"))?;
+        let state = state.parse().map_err(|e: crate::outcome::phase::UnknownPhase| e.to_string())?;
         let failures: i64 = r.get(2).map_err(|e| e.to_string())?;
         let cooldown: i64 = r.get(4).map_err(|e| e.to_string())?;
         if failures < 0 || cooldown < 0 {

@@ -1,4 +1,5 @@
-//! SPEC §3.2 in code: reading transport errors, Retry-After and answers into decisions.
+//! SPEC §3.2 in code, its one home: transport errors, status codes, Retry-After, deadlines
+//! and answers read into decisions (whose fault, what the breaker records).
 
 use std::error::Error as _;
 use std::time::Duration;
@@ -7,9 +8,80 @@ use reqwest::header::HeaderValue;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
+use tokio::time::Instant;
+
 use super::Endpoint;
-use crate::breaker::failure::words;
 use crate::breaker::{Failure, FailureKind};
+use crate::outcome::{words, Attempted, Effect, Fault, ModelId, Reason};
+
+/// A non-2xx answer (SPEC §3.2). `Fault::Client` means the machine refused the request
+/// itself: its answer goes back to the client as is and the chain stops.
+pub fn refusal(
+    target: ModelId,
+    code: u16,
+    retry_after: Option<Duration>,
+    deadline: Instant,
+) -> Attempted {
+    let detail = format!("HTTP {code}");
+    match code {
+        429 => match retry_after {
+            Some(ra) if crate::clock::from_now(ra) <= deadline => Attempted::failed(
+                target,
+                Reason::RateLimited,
+                Fault::Throttled,
+                Effect::Throttled(crate::clock::from_now(ra)),
+                format!("HTTP 429, retry after {}", words(ra)),
+            ),
+            _ => Attempted::counted(target, FailureKind::RateLimited, Fault::Throttled, detail),
+        }
+        .with_retry_after(retry_after),
+        401 | 403 => Attempted::failed(
+            target,
+            Reason::AuthFailed,
+            Fault::Unreachable,
+            Effect::Paused,
+            format!("{detail}: {}", Reason::AuthFailed.describe()),
+        ),
+        404 => Attempted::failed(
+            target,
+            Reason::NotFound,
+            Fault::BadAnswer,
+            Effect::None,
+            format!("{detail} ({})", Reason::NotFound.describe()),
+        ),
+        500..=599 => Attempted::counted(target, FailureKind::Http5xx, Fault::BadAnswer, detail),
+        _ => Attempted::failed(
+            target,
+            Reason::ClientError,
+            Fault::Client,
+            Effect::None,
+            detail,
+        ),
+    }
+}
+
+/// A deadline ran out: the machine's own `total` is its failure, and the chain moves on
+/// while the request has time; the request's deadline is nobody's failure and ends the walk.
+pub fn past_deadline(
+    target: ModelId,
+    started: Instant,
+    machine_total: bool,
+    total: Duration,
+) -> Attempted {
+    if machine_total {
+        let detail = format!("no complete answer within {} (timeouts.total)", words(total));
+        Attempted::counted(target, FailureKind::Timeout, Fault::TooSlow, detail)
+    } else {
+        let after = Instant::now() - started;
+        Attempted::failed(
+            target,
+            Reason::Timeout,
+            Fault::Deadline,
+            Effect::None,
+            format!("request deadline reached after {}", words(after)),
+        )
+    }
+}
 
 /// A failed `send`: the request never got response headers.
 pub fn send_error(e: &reqwest::Error, connect_timeout: Duration) -> Failure {
@@ -66,8 +138,7 @@ pub fn root(e: &reqwest::Error) -> String {
     last.to_string()
 }
 
-/// The longest `Retry-After` believed (SPEC §7): a machine that asks for more is clamped.
-pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(86_400);
+pub use crate::breaker::RETRY_AFTER_MAX;
 
 /// `Retry-After` as delta-seconds (the form LLM servers send, also with a fraction) or an
 /// HTTP date, clamped to [`RETRY_AFTER_MAX`]; nonsense (negative, not finite, unreadable)

@@ -13,9 +13,9 @@ use futures_util::stream::{self, BoxStream, Stream};
 use tokio::time::Instant;
 
 use super::{Chunk, Upstream};
-use crate::breaker::failure::words;
+use crate::outcome::words;
 use crate::breaker::{Failure, FailureKind};
-use crate::machines::{Lease, Outcome};
+use crate::machines::Lease;
 
 struct Relay {
     first: Option<Bytes>,
@@ -96,7 +96,7 @@ pub fn relay(
                 return Some((Ok(b), r));
             }
             Chunk::End if r.tail.finished() => {
-                lease.finish(Outcome::Success);
+                lease.succeed();
                 return None;
             }
             Chunk::End => Failure::new(FailureKind::StreamCut, "stream ended without [DONE]"),
@@ -117,7 +117,7 @@ pub fn relay(
         };
         tracing::warn!(target_model = %r.target, reason = %failure, "stream broke after reaching the client");
         let event = error_event(&r.target, &failure);
-        lease.finish(Outcome::Failure(failure));
+        lease.fail(failure);
         Some((Ok(event), r))
     })
 }
@@ -125,7 +125,7 @@ pub fn relay(
 /// The SSE event that ends a broken stream: OpenAI's error envelope, never `[DONE]`.
 fn error_event(target: &str, failure: &Failure) -> Bytes {
     let body = serde_json::json!({"error": {
-        "type": "upstream_error",
+        "type": crate::outcome::Unserved::BadGateway.kind(),
         "code": failure.kind.as_str(),
         "message": format!("{target} failed mid-stream: {failure}"),
         "target": target,
