@@ -1,11 +1,11 @@
 //! The one clock: tokio's [`Instant`] (pausable in tests), and the only arithmetic allowed
-//! on it with a duration that came from outside.
+//! on it with a duration that came from outside; and wall-clock times as text ([`rfc3339`]).
 //!
 //! `std::time::Instant` is banned by clippy.toml, as in linkerd2-proxy: every timer runs on
 //! tokio's clock so paused-clock tests are exact. `Instant + Duration` panics on overflow;
 //! [`after`] cannot.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 pub use tokio::time::Instant;
 
@@ -24,6 +24,13 @@ pub fn from_now(d: Duration) -> Instant {
     after(Instant::now(), d)
 }
 
+/// UTC, to the second: `2026-11-30T14:02:11Z` (empty if `t` is beyond jiff's range).
+pub fn rfc3339(t: SystemTime) -> String {
+    jiff::Timestamp::try_from(t)
+        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +43,11 @@ mod tests {
             after(now, Duration::from_secs(1)),
             now + Duration::from_secs(1)
         );
+    }
+
+    #[test]
+    fn rfc3339_is_utc_to_the_second() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_047_331_999);
+        assert_eq!(rfc3339(t), "2026-11-30T14:02:11Z");
     }
 }

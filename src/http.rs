@@ -2,7 +2,7 @@
 //! OpenAI envelope. Bad input is answered here and never reaches a machine or a breaker.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -11,10 +11,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use tokio::time::Instant;
 
 use crate::body::Unread;
-use crate::breaker::{Event, Phase};
+use crate::breaker::Event;
 use crate::lab::Lab;
 use crate::proxy::{self, client_error};
 use crate::registry::parse_duration_max;
@@ -175,10 +174,8 @@ async fn models(State(svc): State<Arc<Service>>) -> Json<Value> {
 }
 
 /// Breakers, counters and routes, read live.
-async fn status(State(svc): State<Arc<Service>>) -> Json<Value> {
-    let mut v = status_json(&svc.lab());
-    v["host"] = crate::host::stats();
-    Json(v)
+async fn status(State(svc): State<Arc<Service>>) -> Json<crate::status::View> {
+    Json(crate::status::View::of(&svc.lab()).with_host(crate::host::stats()))
 }
 
 /// `GET /`: the dashboard, one self-contained page.
@@ -200,61 +197,6 @@ async fn prometheus() -> Response {
         crate::telemetry::render(),
     )
         .into_response()
-}
-
-pub fn status_json(lab: &Lab) -> Value {
-    let reg = &lab.registry;
-    let now = Instant::now();
-    let wall = SystemTime::now();
-    let mut machines = serde_json::Map::new();
-    for i in 0..lab.machines.len() {
-        let s = lab.machines.snapshot(i);
-        let b = &s.breaker;
-        let cooldown_left = match b.phase {
-            Phase::Open => b.open_until.map(|u| u.saturating_duration_since(now)),
-            _ => None,
-        };
-        let opened_at = b
-            .opened_at
-            .map(|t| rfc3339(wall - now.saturating_duration_since(t)));
-        let rate_limited_ms = b
-            .rate_limited_until
-            .map(|u| millis(u.saturating_duration_since(now)));
-        machines.insert(
-            s.name.clone(),
-            json!({
-                "state": b.phase.as_str(),
-                "consecutive_failures": b.failures,
-                "cooldown_left_ms": cooldown_left.map_or(0, millis),
-                "cooldown_ms": millis(b.cooldown),
-                "last_reason": b.last_reason,
-                "opened_at": opened_at,
-                "rate_limited_ms": rate_limited_ms,
-                "in_flight": s.inflight,
-                "remote_attempts": s.remote_attempts,
-                "local_rejections": s.local_rejections,
-                "rerouted": s.rerouted,
-                "url": reg.machines[i].url,
-            }),
-        );
-    }
-    let routes: Vec<Value> = reg
-        .routes
-        .iter()
-        .map(|r| json!({"name": r.name, "chain": r.chain.iter().map(|&m| reg.target_name(m)).collect::<Vec<_>>()}))
-        .collect();
-    json!({"machines": machines, "routes": routes, "registry_version": reg.version})
-}
-
-fn millis(d: Duration) -> u64 {
-    d.as_millis().try_into().unwrap_or(u64::MAX)
-}
-
-/// UTC, to the second: `2026-11-30T14:02:11Z`.
-pub fn rfc3339(t: SystemTime) -> String {
-    jiff::Timestamp::try_from(t)
-        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
 }
 
 /// Query of `GET /status/events`.

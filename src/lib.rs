@@ -6,7 +6,7 @@
 //! - [`request`]: reading a request body once; rewriting its `model` for a target.
 //! - [`body`]: whole bodies read within bounds (size, silence), both sides of the proxy.
 //! - [`breaker`]: the pure per-machine breaker, `step(state, event, now)`.
-//! - [`clock`]: tokio's clock and checked arithmetic on it.
+//! - [`clock`]: tokio's clock and checked arithmetic on it; wall times as RFC 3339.
 //! - [`machines`]: the live breakers, leases and counters around it.
 //! - [`upstream`]: one attempt at one machine: timeouts, liveness check, classification.
 //! - [`proxy`]: the chain walk and the error when nothing served.
@@ -20,7 +20,7 @@
 //! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
 //! - [`telegram`]: breaker alerts and the daily digest over Telegram, queued off the request path.
 //! - [`watch`]: reload when registry.yaml changes; [`sdnotify`]: systemd readiness.
-//! - [`status`]: `labrouter status`, a running router's breakers as a table.
+//! - [`status`]: the typed `/status` view; `labrouter status` renders it as a table.
 //! - [`telemetry`]: Prometheus metrics.
 //! - [`text`]: outside text bounded and escaped for logs, the ledger and messages.
 //! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.

@@ -1,96 +1,137 @@
-//! `labrouter status`: a running router's breakers as a terminal table.
+//! `/status` as a typed [`View`]: the router serves it, the dashboard and `labrouter status`
+//! ([`print`], [`table`]) read it.
+//!
+//! The JSON was once built with `json!` into sorted maps (serde_json without
+//! `preserve_order`); the structs keep that shape byte for byte: fields are declared in key
+//! order, and the machines are a [`BTreeMap`] by name.
 
-use std::process::ExitCode;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
 
-/// Fetches `{url}/status` and prints it (CLI glue, hence anyhow).
-#[allow(clippy::print_stdout)] // the CLI's printing
-pub async fn print(url: &str, raw: bool) -> anyhow::Result<ExitCode> {
-    let url = format!("{}/status", url.trim_end_matches('/'));
-    let mut req = reqwest::Client::new().get(&url);
-    if let Ok(key) = std::env::var("LABROUTER_API_KEY") {
-        req = req.bearer_auth(key);
-    }
-    let resp = req
-        .send()
-        .await
-        .with_context(|| format!("cannot reach {url}"))?;
-    let status = resp.status();
-    let body: Value = resp
-        .json()
-        .await
-        .with_context(|| format!("{url} did not answer JSON"))?;
-    if !status.is_success() {
-        anyhow::bail!(
-            "{url}: HTTP {status}: {}",
-            body["error"]["message"].as_str().unwrap_or("")
-        );
-    }
-    if raw {
-        println!("{}", serde_json::to_string_pretty(&body)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    print!("{}", table(&body));
-    Ok(ExitCode::SUCCESS)
+use crate::breaker::Phase;
+use crate::clock::{rfc3339, Instant};
+use crate::host;
+use crate::lab::Lab;
+use crate::machines::Snapshot;
+
+mod cli;
+#[cfg(test)]
+mod tests;
+
+pub use cli::{print, table, AsView};
+
+/// Breakers, counters and routes of one lab, read live; the host block when served.
+///
+/// Missing keys read as defaults, so `labrouter status` still reads an older router.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct View {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<host::Stats>,
+    pub machines: BTreeMap<String, MachineView>,
+    pub registry_version: String,
+    pub routes: Vec<RouteView>,
 }
 
-/// The table, as text: one row per machine, then the routes.
-pub fn table(status: &Value) -> String {
-    let mut rows = vec![[
-        "MACHINE".to_string(),
-        "STATE".into(),
-        "FAILS".into(),
-        "COOLDOWN".into(),
-        "ATTEMPTS".into(),
-        "REJECTED".into(),
-        "LAST REASON".into(),
-    ]];
-    if let Some(machines) = status["machines"].as_object() {
-        for (name, m) in machines {
-            let left = m["cooldown_left_ms"].as_u64().unwrap_or(0);
-            rows.push([
-                name.clone(),
-                m["state"].as_str().unwrap_or("?").to_string(),
-                m["consecutive_failures"].to_string(),
-                if left > 0 {
-                    format!("{}s", left.div_ceil(1000))
-                } else {
-                    "-".into()
-                },
-                m["remote_attempts"].to_string(),
-                m["local_rejections"].to_string(),
-                m["last_reason"].as_str().unwrap_or("-").to_string(),
-            ]);
-        }
-    }
-    let widths: Vec<usize> = (0..7)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in &rows {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+/// One machine's breaker and counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MachineView {
+    pub consecutive_failures: u32,
+    /// Left of an open breaker's cooldown; 0 in every other phase.
+    pub cooldown_left_ms: u64,
+    /// The cooldown the next trip would get.
+    pub cooldown_ms: u64,
+    pub in_flight: u32,
+    pub last_reason: Option<String>,
+    pub local_rejections: u64,
+    /// When the breaker last opened, RFC 3339 UTC.
+    pub opened_at: Option<String>,
+    /// Left of a 429's Retry-After.
+    pub rate_limited_ms: Option<u64>,
+    pub remote_attempts: u64,
+    pub rerouted: u64,
+    pub state: Phase,
+    pub url: String,
+}
+
+/// A route and its chain of targets, in order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RouteView {
+    pub chain: Vec<String>,
+    pub name: String,
+}
+
+impl View {
+    /// `lab` now, without the host block.
+    pub fn of(lab: &Lab) -> View {
+        let reg = &lab.registry;
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let machines = (0..lab.machines.len())
+            .map(|i| {
+                let s = lab.machines.snapshot(i);
+                let url = reg.machines[i].url.clone();
+                (s.name.clone(), MachineView::of(s, url, now, wall))
+            })
             .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    if let Some(routes) = status["routes"].as_array() {
-        out.push('\n');
-        for r in routes {
-            let chain: Vec<&str> = r["chain"]
-                .as_array()
-                .map(|c| c.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            out.push_str(&format!(
-                "route {}: {}\n",
-                r["name"].as_str().unwrap_or("?"),
-                chain.join(" -> ")
-            ));
+        let routes = reg
+            .routes
+            .iter()
+            .map(|r| RouteView {
+                chain: r.chain.iter().map(|&m| reg.target_name(m)).collect(),
+                name: r.name.clone(),
+            })
+            .collect();
+        View {
+            host: None,
+            machines,
+            registry_version: reg.version.clone(),
+            routes,
         }
     }
-    out
+
+    /// The same view with the host block.
+    pub fn with_host(self, host: host::Stats) -> View {
+        View {
+            host: Some(host),
+            ..self
+        }
+    }
+}
+
+impl MachineView {
+    /// `s` seen at `now`, which is `wall` on the wall clock.
+    fn of(s: Snapshot, url: String, now: Instant, wall: SystemTime) -> MachineView {
+        let b = s.breaker;
+        let cooldown_left = match b.phase {
+            Phase::Open => b.open_until.map(|u| u.saturating_duration_since(now)),
+            _ => None,
+        };
+        MachineView {
+            consecutive_failures: b.failures,
+            cooldown_left_ms: cooldown_left.map_or(0, millis),
+            cooldown_ms: millis(b.cooldown),
+            in_flight: s.inflight,
+            last_reason: b.last_reason,
+            local_rejections: s.local_rejections,
+            opened_at: b
+                .opened_at
+                .map(|t| rfc3339(wall - now.saturating_duration_since(t))),
+            rate_limited_ms: b
+                .rate_limited_until
+                .map(|u| millis(u.saturating_duration_since(now))),
+            remote_attempts: s.remote_attempts,
+            rerouted: s.rerouted,
+            state: b.phase,
+            url,
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    d.as_millis().try_into().unwrap_or(u64::MAX)
 }

@@ -399,14 +399,14 @@ fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
     let until: Option<i64> = r.get(7)?;
     Ok(Event {
         seq: r.get(0)?,
-        at: crate::http::rfc3339(from_ms(at_ms)),
+        at: crate::clock::rfc3339(from_ms(at_ms)),
         at_ms,
         machine: r.get(2)?,
         from: r.get(3)?,
         to: r.get(4)?,
         reason: r.get(5)?,
         failures: r.get(6)?,
-        cooldown_until: until.map(|u| crate::http::rfc3339(from_ms(u))),
+        cooldown_until: until.map(|u| crate::clock::rfc3339(from_ms(u))),
         remote_attempted: r.get(8)?,
         registry_version: r.get(9)?,
         remote_attempts: r.get(10)?,

@@ -66,14 +66,14 @@ pub struct Host {
     pub load_1m: Option<f64>,
 }
 
-impl Host {
-    pub fn from_stats(v: &serde_json::Value) -> Host {
+impl From<&crate::host::Stats> for Host {
+    fn from(s: &crate::host::Stats) -> Host {
         Host {
-            hostname: v["hostname"].as_str().map(str::to_string),
-            uptime_s: v["uptime_s"].as_u64(),
-            mem_used_bytes: v["mem_used_bytes"].as_u64(),
-            mem_total_bytes: v["mem_total_bytes"].as_u64(),
-            load_1m: v["load_1m"].as_f64(),
+            hostname: s.hostname.clone(),
+            uptime_s: s.uptime_s,
+            mem_used_bytes: s.mem_used_bytes,
+            mem_total_bytes: s.mem_total_bytes,
+            load_1m: s.load_1m.flatten(),
         }
     }
 }

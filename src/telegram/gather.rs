@@ -82,7 +82,7 @@ pub(super) async fn render_from_store(
             .unwrap_or_else(|_| Ok(Stored::default()))?,
         None => Stored::default(),
     };
-    let host = Host::from_stats(&crate::host::stats());
+    let host = Host::from(&crate::host::stats());
     let input = digest::Input {
         now,
         tz,
@@ -122,7 +122,7 @@ pub async fn render_offline(reg: &Registry, now: Timestamp) -> Result<Vec<String
             counters: None,
         })
         .collect();
-    let host = Host::from_stats(&crate::host::stats());
+    let host = Host::from(&crate::host::stats());
     let input = digest::Input {
         now,
         tz: &tz,

@@ -2,7 +2,7 @@
 
 use super::*;
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_trip_sends_exactly_one_alert_however_many_requests_are_rejected() {
     let fake = FakeTelegram::start().await;
     let lab = Lab::start(&fake, None, "08:00", quick()).await;
@@ -19,8 +19,11 @@ async fn a_trip_sends_exactly_one_alert_however_many_requests_are_rejected() {
         fake.wait_delivered(1, Duration::from_secs(5)).await.len(),
         1
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let got = fake.delivered();
+    // Nothing more: 30 s of paused time is well past the outbox's retries (100 ms doubling
+    // to 1 s) and teloxide's 10 s pause after a 5xx, and still inside the 60 s cooldown,
+    // so the breaker stays open and unprobed.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let got = fake.posts();
     assert_eq!(got.len(), 1, "{got:?}");
     assert_bot_api_post(&got[0]);
     let text = &got[0].text;
@@ -76,13 +79,16 @@ async fn a_page_after_two_failed_cooldowns_and_an_all_clear_when_it_closes() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_digest_missed_while_the_router_was_down_goes_out_at_start_and_is_remembered() {
     let fake = FakeTelegram::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let before = Timestamp::now();
+    let before = ts(MIDDAY);
+    // One driven wall clock for both starts: the second start is later than the first.
+    let mut opts = quick();
+    opts.clock = Clock::tokio(before);
     seed_last_digest(dir.path(), before - jiff::SignedDuration::from_hours(30));
-    let lab = Lab::start(&fake, Some(dir.path()), "08:00", quick()).await;
+    let lab = Lab::start(&fake, Some(dir.path()), "08:00", opts.clone()).await;
     let got = fake.wait_delivered(1, Duration::from_secs(5)).await;
     assert_eq!(got.len(), 1);
     assert!(got[0].text.contains("labrouter"), "{}", got[0].text);
@@ -98,24 +104,34 @@ async fn a_digest_missed_while_the_router_was_down_goes_out_at_start_and_is_reme
     drop(lab);
 
     let fake2 = FakeTelegram::start().await;
-    let _again = Lab::start(&fake2, Some(dir.path()), "08:00", quick()).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _again = Lab::start(&fake2, Some(dir.path()), "08:00", opts).await;
+    quiet_minutes().await;
     assert!(fake2.posts().is_empty(), "sent again: {:?}", fake2.posts());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn no_catch_up_when_the_last_digest_is_recent_or_there_never_was_one() {
     let fake = FakeTelegram::start().await;
     let dir = tempfile::tempdir().unwrap();
-    seed_last_digest(
-        dir.path(),
-        Timestamp::now() - jiff::SignedDuration::from_hours(2),
-    );
-    let _recent = Lab::start(&fake, Some(dir.path()), "08:00", quick()).await;
+    let mut opts = quick();
+    opts.clock = Clock::tokio(ts(MIDDAY));
+    seed_last_digest(dir.path(), ts(MIDDAY) - jiff::SignedDuration::from_hours(2));
+    let _recent = Lab::start(&fake, Some(dir.path()), "08:00", opts.clone()).await;
     let fresh = tempfile::tempdir().unwrap();
-    let _fresh = Lab::start(&fake, Some(fresh.path()), "08:00", quick()).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _fresh = Lab::start(&fake, Some(fresh.path()), "08:00", opts).await;
+    quiet_minutes().await;
     assert!(fake.posts().is_empty(), "{:?}", fake.posts());
+}
+
+/// The wall clock of the catch-up tests (13:00 in Berlin): hours from any 08:00 slot, so
+/// only a catch-up at start can send a digest in the minutes these tests run.
+const MIDDAY: &str = "2026-11-30T12:00:00Z";
+
+/// Paused time well past every interval that could still send something: the start's
+/// catch-up decision, the outbox's retries (100 ms doubling to 1 s), teloxide's 10 s pause
+/// after a 5xx, the schedule's 60 s tick and the 60 s counter samples.
+async fn quiet_minutes() {
+    tokio::time::sleep(Duration::from_secs(5 * 60)).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,32 +1,45 @@
 //! Telegram down, hung, failing or rate-limiting; and the token kept out of every log line.
 
+use tokio::time::Instant;
+
 use super::*;
 
-// Real time against a real (fake) Telegram server's hang: std's clock on purpose.
-#[allow(clippy::disallowed_types)]
-#[tokio::test]
+// Paused clock: a request that waited on the hung send would let tokio's clock run on to
+// that send's timeout (3 s), so a routed request's paused-time duration shows any wait on
+// Telegram exactly.
+#[tokio::test(start_paused = true)]
 async fn a_hung_telegram_adds_no_latency_to_routing_and_the_alert_arrives_once_it_recovers() {
     let fake = FakeTelegram::start().await;
     fake.set(Reply::Hang);
+    let send_timeout = Duration::from_secs(3);
     let mut opts = quick();
-    opts.send_timeout = Duration::from_secs(3);
+    opts.send_timeout = send_timeout;
     let lab = Lab::start(&fake, None, "08:00", opts).await;
     lab.trip_gpu().await;
     // The sender is stuck in a request Telegram never answers (for 3s, then again).
-    let until = std::time::Instant::now() + Duration::from_secs(5);
-    while fake.posts().is_empty() && std::time::Instant::now() < until {
+    let until = Instant::now() + Duration::from_secs(5);
+    while fake.posts().is_empty() && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(fake.posts().len(), 1);
     let mut slowest = Duration::ZERO;
     for _ in 0..30 {
-        let t = std::time::Instant::now();
+        let t = Instant::now();
         assert_eq!(lab.chat("code").await.status(), 200);
         slowest = slowest.max(t.elapsed());
     }
     assert!(
         slowest < Duration::from_millis(1000),
         "a routed request took {slowest:?} while Telegram hung"
+    );
+    // All 30 were routed inside that first hung send: it has neither timed out nor been
+    // retried.
+    let hung = fake.posts();
+    assert_eq!(hung.len(), 1, "{hung:?}");
+    assert!(
+        hung[0].at.elapsed() < send_timeout,
+        "the requests ran {:?} into the hung send",
+        hung[0].at.elapsed()
     );
     assert!(fake.delivered().is_empty());
     fake.set(Reply::Ok);
@@ -114,6 +127,12 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buf {
 
 #[tokio::test(start_paused = true)]
 async fn the_token_is_in_no_log_line_and_old_messages_are_dropped_with_a_log_line() {
+    // tracing caches one interest per callsite for the whole process, and while exactly one
+    // dispatcher is registered it takes it from the registering thread's default: a test on
+    // another thread (no subscriber) reaching an outbox log line first would silence it for
+    // this one too (tokio-rs/tracing#3611). A second live dispatcher makes tracing ask every
+    // registered dispatcher, this capture included.
+    let _second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let buf = Buf::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(buf.clone())
