@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::outcome::words;
 use crate::breaker::{Breaker, Decision, Event, Failure, FailureKind, Policy, Ticket};
-use crate::registry::parse_duration;
+use crate::registry::{policy, DURATION_MAX};
 
 /// Why a trace could not be replayed; the Display names the field or event at fault.
 #[derive(Debug, thiserror::Error)]
@@ -297,7 +297,9 @@ fn whole(v: &Value) -> Option<u64> {
     })
 }
 
-/// The `breaker` block, validated as registry.yaml's is; defaults from [`Policy::default`].
+/// The `breaker` block, checked by registry.yaml's policy checks (its durations bounded by
+/// [`DURATION_MAX`], not registry.yaml's [`SPAN_MAX`](crate::registry::SPAN_MAX));
+/// defaults from [`Policy::default`].
 fn policy(raw: &Map<String, Value>) -> Result<Policy, ReplayError> {
     let mut p = Policy::default();
     for (key, v) in raw {
@@ -305,37 +307,23 @@ fn policy(raw: &Map<String, Value>) -> Result<Policy, ReplayError> {
             field: key.clone(),
             message: message.to_string(),
         };
-        let count = || {
-            whole(v)
-                .and_then(|n| u32::try_from(n).ok())
-                .filter(|&n| n >= 1)
-                .ok_or_else(|| bad("expected a whole number of 1 or more"))
-        };
+        let count = || policy::threshold(whole(v)).map_err(bad);
         let duration = || {
             let s = v
                 .as_str()
                 .ok_or_else(|| bad("expected a duration like 20s or 15m"))?;
-            match parse_duration(s) {
-                Ok(d) if d.is_zero() => Err(bad("expected a duration above zero")),
-                Ok(d) => Ok(d),
-                Err(e) => Err(bad(&e)),
-            }
+            policy::cooldown(s, DURATION_MAX).map_err(|e| bad(&e))
         };
         match key.as_str() {
             "failure_threshold" => p.failure_threshold = count()?,
             "success_threshold" => p.success_threshold = count()?,
             "cooldown" => p.cooldown = duration()?,
             "max_cooldown" => p.max_cooldown = duration()?,
-            "backoff" => {
-                p.backoff = v
-                    .as_f64()
-                    .filter(|b| b.is_finite() && *b >= 1.0)
-                    .ok_or_else(|| bad("expected a number of 1.0 or more"))?;
-            }
+            "backoff" => p.backoff = policy::backoff(v.as_f64()).map_err(bad)?,
             _ => return Err(bad("unknown field; expected failure_threshold, cooldown, backoff, max_cooldown or success_threshold")),
         }
     }
-    if p.max_cooldown < p.cooldown {
+    if !policy::cooldowns_in_order(&p) {
         return Err(ReplayError::Policy {
             field: "max_cooldown".into(),
             message: format!("must be at least breaker.cooldown ({})", words(p.cooldown)),

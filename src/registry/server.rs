@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde_saphyr::Spanned;
 
+use super::durations::{duration, duration_within};
 use super::raw::RawServer;
-use super::{duration, duration_within, err, parse_size, Invalid, DURATION_MAX};
+use super::units::{parse_size, DURATION_MAX};
+use super::validate::{err, Invalid};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Server {

@@ -1,0 +1,89 @@
+//! `defaults:` and `machines:`: each machine's URL, health check, timeouts, breaker policy
+//! and concurrency, a machine's own values over the defaults.
+
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use serde_saphyr::Spanned;
+
+use super::durations::duration;
+use super::policy::validate_policy;
+use super::raw::{RawDefaults, RawHealth, RawMachine, RawTimeouts};
+use super::url::validate_url;
+use super::validate::{err, Invalid};
+use super::{Health, Machine, Timeouts};
+use crate::breaker::Policy;
+
+/// The timeouts of a machine when registry.yaml sets none.
+const BASE_TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(5),
+    first_byte: Duration::from_secs(5),
+    idle: Duration::from_secs(30),
+    total: Duration::from_secs(600),
+};
+
+/// A machine's `max_concurrency` when registry.yaml sets none.
+const BASE_CONCURRENCY: u32 = 8;
+
+/// The machines, in the file's order; `defaults:` is checked first.
+pub(super) fn validate_machines(
+    defaults: &RawDefaults,
+    raw: &Spanned<IndexMap<String, RawMachine>>,
+) -> Result<Vec<Machine>, Invalid> {
+    let d_timeouts = timeouts(&defaults.timeouts, &BASE_TIMEOUTS)?;
+    let d_policy = validate_policy(&defaults.breaker, &Policy::default())?;
+    let d_concurrency = concurrency(&defaults.max_concurrency, BASE_CONCURRENCY)?;
+
+    if raw.value.is_empty() {
+        return err(raw.referenced, "machines: expected at least one machine");
+    }
+    let mut machines = Vec::with_capacity(raw.value.len());
+    for (name, m) in &raw.value {
+        let url = validate_url(&m.url)?;
+        let health = m.health.as_ref().map(health).transpose()?;
+        machines.push(Machine {
+            name: name.clone(),
+            url,
+            api_key_env: m.api_key_env.clone(),
+            health,
+            timeouts: timeouts(&m.timeouts, &d_timeouts)?,
+            breaker: validate_policy(&m.breaker, &d_policy)?,
+            max_concurrency: concurrency(&m.max_concurrency, d_concurrency)?,
+        });
+    }
+    Ok(machines)
+}
+
+fn health(h: &RawHealth) -> Result<Health, Invalid> {
+    if !h.path.value.starts_with('/') {
+        return err(
+            h.path.referenced,
+            "health.path: expected a path starting with '/'",
+        );
+    }
+    let every = duration(&Some(h.every.clone()), Duration::ZERO, "health.every")?;
+    Ok(Health {
+        path: h.path.value.clone(),
+        every,
+    })
+}
+
+fn timeouts(raw: &RawTimeouts, base: &Timeouts) -> Result<Timeouts, Invalid> {
+    Ok(Timeouts {
+        connect: duration(&raw.connect, base.connect, "timeouts.connect")?,
+        first_byte: duration(&raw.first_byte, base.first_byte, "timeouts.first_byte")?,
+        idle: duration(&raw.idle, base.idle, "timeouts.idle")?,
+        total: duration(&raw.total, base.total, "timeouts.total")?,
+    })
+}
+
+fn concurrency(v: &Option<Spanned<u32>>, fallback: u32) -> Result<u32, Invalid> {
+    match v {
+        Some(v) if v.value == 0 => err(
+            v.referenced,
+            "max_concurrency: expected a whole number of 1 or more",
+        ),
+        Some(v) => Ok(v.value),
+        None => Ok(fallback),
+    }
+}

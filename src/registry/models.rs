@@ -1,0 +1,43 @@
+//! `models:`: each logical model, the machine it runs on and the name that machine knows it by.
+
+use indexmap::IndexMap;
+use serde_saphyr::Spanned;
+
+use super::raw::RawModel;
+use super::validate::{err, Invalid};
+use super::{Machine, Model};
+
+pub(super) fn validate_models(
+    raw: &Spanned<IndexMap<String, RawModel>>,
+    machines: &[Machine],
+) -> Result<Vec<Model>, Invalid> {
+    if raw.value.is_empty() {
+        return err(raw.referenced, "models: expected at least one model");
+    }
+    let mut models = Vec::with_capacity(raw.value.len());
+    for (name, m) in &raw.value {
+        let Some(machine) = machines.iter().position(|x| x.name == m.machine.value) else {
+            let known: Vec<&str> = machines.iter().map(|x| x.name.as_str()).collect();
+            return err(
+                m.machine.referenced,
+                format!(
+                    "model '{name}': unknown machine '{}'; expected one of: {}",
+                    m.machine.value,
+                    known.join(", ")
+                ),
+            );
+        };
+        if m.name.trim().is_empty() {
+            return err(
+                m.machine.referenced,
+                format!("model '{name}': expected a backend name"),
+            );
+        }
+        models.push(Model {
+            name: name.clone(),
+            machine,
+            backend: m.name.clone(),
+        });
+    }
+    Ok(models)
+}

@@ -1,0 +1,102 @@
+//! `routes:`: names, keywords and fallback chains, and which route is the default.
+
+use serde_saphyr::Spanned;
+
+use super::raw::RawRoute;
+use super::validate::{err, Invalid};
+use super::{Model, Route};
+
+/// The routes, and the index of the default one (the one marked `default`, else the first).
+pub(super) fn validate_routes(
+    raw: &Spanned<Vec<RawRoute>>,
+    models: &[Model],
+) -> Result<(Vec<Route>, usize), Invalid> {
+    if raw.value.is_empty() {
+        return err(raw.referenced, "routes: expected at least one route");
+    }
+    let mut routes: Vec<Route> = Vec::with_capacity(raw.value.len());
+    let mut default_route = None;
+    for r in &raw.value {
+        let name = &r.name.value;
+        if name.is_empty() || name == "auto" {
+            return err(
+                r.name.referenced,
+                format!("route name '{name}' is reserved or empty; expected another name"),
+            );
+        }
+        if routes.iter().any(|x| &x.name == name) {
+            return err(
+                r.name.referenced,
+                format!("duplicate route name '{name}'; expected each route name once"),
+            );
+        }
+        if models.iter().any(|m| &m.name == name) {
+            return err(
+                r.name.referenced,
+                format!("route name '{name}' is also a model name; expected distinct names"),
+            );
+        }
+        let chain_raw = match &r.chain {
+            Some(c) if !c.value.is_empty() => c,
+            Some(c) => {
+                return err(
+                    c.referenced,
+                    format!("route '{name}': expected a chain of at least one model"),
+                )
+            }
+            None => {
+                return err(
+                    r.name.referenced,
+                    format!("route '{name}': missing chain (expected a list of models)"),
+                )
+            }
+        };
+        let mut chain = Vec::with_capacity(chain_raw.value.len());
+        for entry in &chain_raw.value {
+            let Some(i) = models.iter().position(|m| m.name == entry.value) else {
+                let known: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+                return err(
+                    entry.referenced,
+                    format!(
+                        "route '{name}': unknown model '{}' in chain; expected one of: {}",
+                        entry.value,
+                        known.join(", ")
+                    ),
+                );
+            };
+            chain.push(i);
+        }
+        let mut keywords: Vec<String> = Vec::with_capacity(r.keywords.len());
+        for k in &r.keywords {
+            let k_norm = k.value.trim().to_lowercase();
+            if k_norm.is_empty() {
+                return err(
+                    k.referenced,
+                    format!("route '{name}': expected a non-empty keyword"),
+                );
+            }
+            if !keywords.contains(&k_norm) {
+                keywords.push(k_norm);
+            }
+        }
+        if let Some(d) = &r.default {
+            if d.value {
+                if let Some(first) = default_route {
+                    let first: &Route = &routes[first];
+                    return err(
+                        d.referenced,
+                        format!("route '{name}': a second default route (the first is '{}'); expected one", first.name),
+                    );
+                }
+                default_route = Some(routes.len());
+            }
+        }
+        routes.push(Route {
+            name: name.clone(),
+            keywords,
+            images: r.images,
+            chain,
+        });
+    }
+    Ok((routes, default_route.unwrap_or(0)))
+}

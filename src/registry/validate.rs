@@ -1,0 +1,38 @@
+//! The raw file validated into a [`Registry`], section by section, in the order errors are
+//! reported: server, defaults and machines, models, routes, telegram.
+
+use serde_saphyr::Location;
+
+use super::machines::validate_machines;
+use super::models::validate_models;
+use super::raw::RawRegistry;
+use super::routes::validate_routes;
+use super::server::validate_server;
+use super::telegram::validate_telegram;
+use super::Registry;
+
+/// Why validation failed: where, and the message (which names the key).
+pub(super) type Invalid = (Location, String);
+
+pub(super) fn err<T>(at: Location, message: impl Into<String>) -> Result<T, Invalid> {
+    Err((at, message.into()))
+}
+
+/// A [`Registry`] with an empty `version`, which the caller fills in.
+pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
+    let server = validate_server(&raw.server)?;
+    let machines = validate_machines(&raw.defaults, &raw.machines)?;
+    let models = validate_models(&raw.models, &machines)?;
+    let (routes, default_route) = validate_routes(&raw.routes, &models)?;
+    let telegram = raw.telegram.as_ref().map(validate_telegram).transpose()?;
+    Ok(Registry {
+        server,
+        machines,
+        model_ids: (0..models.len()).collect(),
+        models,
+        routes,
+        default_route,
+        telegram,
+        version: String::new(),
+    })
+}
