@@ -13,9 +13,9 @@ use tokio::time::Instant;
 mod tests;
 mod verdict;
 
+use crate::outcome::words;
 pub use crate::outcome::{Failure, FailureKind, Phase, Skip};
 pub use verdict::{Restored, Transitioned, Verdict, RETRY_AFTER_MAX};
-use crate::outcome::words;
 
 /// The breaker settings of one machine (registry `breaker:`).
 #[derive(Clone, Debug, PartialEq)]

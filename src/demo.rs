@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::outcome::words;
 use crate::lab::Lab;
+use crate::outcome::words;
 use crate::registry::{Registry, RegistryError};
 use crate::service::{Service, ServiceError};
 use crate::sim::Sim;

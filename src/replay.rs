@@ -15,8 +15,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-use crate::outcome::words;
 use crate::breaker::{Breaker, Decision, Event, Failure, FailureKind, Policy, Ticket};
+use crate::outcome::words;
 use crate::registry::{policy, DURATION_MAX};
 
 /// Why a trace could not be replayed; the Display names the field or event at fault.

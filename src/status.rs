@@ -20,7 +20,7 @@ mod cli;
 #[cfg(test)]
 mod tests;
 
-pub use cli::{print, table, AsView};
+pub use cli::{print, table};
 
 /// Breakers, counters and routes of one lab, read live; the host block when served.
 ///

@@ -148,6 +148,14 @@ pub struct Event {
     pub local_rejections: i64,
 }
 
+impl Event {
+    /// The breaker states of a machine row; `None` for a registry row, or states this
+    /// version cannot read.
+    pub fn phases(&self) -> Option<(Phase, Phase)> {
+        Some((self.from.parse().ok()?, self.to.parse().ok()?))
+    }
+}
+
 fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     move |source| StoreError::Sqlite {
         path: path.display().to_string(),
@@ -468,11 +476,12 @@ pub fn trips_since(path: &Path, since_ms: i64) -> Result<Vec<(String, u32)>, Sto
                 Phase::HalfOpen.as_str()
             ],
             |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?.clamp(0, u32::MAX.into()) as u32,
-            ))
-        })
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?.clamp(0, u32::MAX.into()) as u32,
+                ))
+            },
+        )
         .map_err(sqlite(path))?;
     rows.collect::<Result<Vec<_>, _>>().map_err(sqlite(path))
 }

@@ -201,9 +201,9 @@ impl Upstream {
                     rest,
                 }),
                 Chunk::End => Err(cut("stream ended before its first chunk".into())),
-                Chunk::Cut(detail) => Err(cut(format!(
-                    "stream cut before its first chunk: {detail}"
-                ))),
+                Chunk::Cut(detail) => {
+                    Err(cut(format!("stream cut before its first chunk: {detail}")))
+                }
                 Chunk::Hung => Err(counted(
                     FailureKind::StreamHung,
                     Fault::BadAnswer,

@@ -413,10 +413,8 @@ async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
     }
     let (store, restored) = labrouter::store::Store::open(dir.path()).unwrap();
     drop(store);
-    assert!(
-        matches!(&restored, labrouter::store::Recalled::Verdicts(v)
-            if matches!(&v[..], [(m, labrouter::store::Restored::Found { .. })] if m == "gpu-box"))
-    );
+    assert!(matches!(&restored, labrouter::store::Recalled::Verdicts(v)
+            if matches!(&v[..], [(m, labrouter::store::Restored::Found { .. })] if m == "gpu-box")));
     let conn = rusqlite::Connection::open(dir.path().join(labrouter::store::FILE)).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -563,7 +561,7 @@ async fn the_digest_reads_a_bounded_day_and_counts_the_month_in_sql() {
     );
     // One row each before the day (the state it began with) and the day's own rows.
     assert_eq!(stored.rows.len(), 3, "{:?}", stored.rows);
-    assert_eq!(stored.rows.last().unwrap().to, "closed");
+    assert_eq!(stored.rows.last().unwrap().to.as_str(), "closed");
 }
 
 /// A breaker forced open by hand stays open across restarts whatever its age.

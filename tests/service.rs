@@ -244,7 +244,7 @@ async fn status_and_dashboard_show_every_machine_and_state() {
         "self-contained: no CDN"
     );
 
-    let text = labrouter::status::table(&v);
+    let text = labrouter::status::table(&serde_json::from_value(v.clone()).unwrap());
     assert!(
         text.contains("gpu-box") && text.contains("open") && text.contains("HTTP 500"),
         "{text}"

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::outcome::words;
 use super::*;
+use crate::outcome::words;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -848,7 +848,7 @@ fn words_formats_durations_as_people_say_them() {
 fn failure_displays_its_plain_words() {
     assert_eq!(
         Failure::of_kind(FailureKind::Hung).to_string(),
-        "no response and liveness check failed"
+        "no answer, liveness check failed"
     );
     assert_eq!(
         Failure::new(FailureKind::Http5xx, "HTTP 502").to_string(),

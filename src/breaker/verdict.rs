@@ -89,9 +89,7 @@ impl Verdict {
             _ => None,
         };
         b.last_reason = self.last_reason.as_deref().map(crate::text::bounded);
-        b.last_retry_after = self
-            .last_retry_after
-            .map(|d| d.min(RETRY_AFTER_MAX));
+        b.last_retry_after = self.last_retry_after.map(|d| d.min(RETRY_AFTER_MAX));
         b
     }
 }

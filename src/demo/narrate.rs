@@ -9,10 +9,10 @@ use tokio::time::Instant;
 
 use super::traffic::{Done, Served};
 use super::Summary;
-use crate::outcome::words;
 use crate::breaker::Phase;
 use crate::lab::Lab;
 use crate::machines::Transitioned;
+use crate::outcome::{words, Reason};
 
 /// Writes narration to `out`; with `progress`, keeps a `\r`-rewritten status line under it.
 pub struct Narrator<'a> {
@@ -161,17 +161,9 @@ fn reroutes(lab: &Lab, machine: &str) -> String {
 
 /// What a skip or failure token of `x-labrouter-skipped` means.
 fn why(token: &str) -> &str {
-    match token {
-        "circuit_open" => "breaker open, skipped without a connection",
-        "probe_in_flight" => "half-open, another request is the probe",
-        "refused" => "connection refused",
-        "reset" => "connection reset",
-        "hung" => "no answer, liveness check failed",
-        "connect_timeout" => "connect timeout",
-        "http_5xx" => "HTTP 5xx",
-        "busy" => "all its slots busy",
-        other => other,
-    }
+    token
+        .parse::<Reason>()
+        .map_or(token, |r: Reason| r.describe())
 }
 
 /// A rerouted task: where it went and what it passed over.

@@ -48,7 +48,10 @@ pub fn rounded(d: Duration) -> String {
 /// The nonzero parts from the largest, at most `keep` of them counting from the first
 /// nonzero one (a zero between two kept parts ends the list: `2d 4h`, `1h`, not `1h 0m`).
 fn join(parts: &[(u64, &str)], sep: &str, keep: usize) -> String {
-    let start = parts.iter().position(|p| p.0 > 0).unwrap_or(parts.len() - 1);
+    let start = parts
+        .iter()
+        .position(|p| p.0 > 0)
+        .unwrap_or(parts.len() - 1);
     let shown: Vec<String> = parts[start..]
         .iter()
         .take(keep)

@@ -1,6 +1,5 @@
 //! `labrouter status`: a running router's breakers as a terminal table.
 
-use std::borrow::Cow;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -43,27 +42,8 @@ pub async fn print(url: &str, raw: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What [`table`] renders: a [`View`], or `/status` JSON as a script or test fetched it
-/// (JSON that is not a status renders as an empty one).
-pub trait AsView {
-    fn as_view(&self) -> Cow<'_, View>;
-}
-
-impl AsView for View {
-    fn as_view(&self) -> Cow<'_, View> {
-        Cow::Borrowed(self)
-    }
-}
-
-impl AsView for Value {
-    fn as_view(&self) -> Cow<'_, View> {
-        Cow::Owned(View::deserialize(self).unwrap_or_default())
-    }
-}
-
 /// The table, as text: one row per machine, then the routes.
-pub fn table(status: &impl AsView) -> String {
-    let view = status.as_view();
+pub fn table(view: &View) -> String {
     let mut rows = vec![[
         "MACHINE".to_string(),
         "STATE".into(),

@@ -52,7 +52,9 @@ pub(super) fn read_verdicts(conn: &Connection) -> rusqlite::Result<Vec<(String, 
 fn read_row(r: &Row<'_>) -> Restored {
     let read = || -> Result<Restored, String> {
         let state: String = r.get(1).map_err(|e| e.to_string())?;
-        let state = state.parse().map_err(|e: crate::outcome::phase::UnknownPhase| e.to_string())?;
+        let state = state
+            .parse()
+            .map_err(|e: crate::outcome::phase::UnknownPhase| e.to_string())?;
         let failures: i64 = r.get(2).map_err(|e| e.to_string())?;
         let cooldown: i64 = r.get(4).map_err(|e| e.to_string())?;
         if failures < 0 || cooldown < 0 {

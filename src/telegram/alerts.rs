@@ -13,16 +13,18 @@ use std::time::{Duration, SystemTime};
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
-use super::text::{bold, escape, human};
-use crate::machines::Transitioned;
+use super::text::{bold, escape};
+use crate::breaker::Transitioned;
+use crate::outcome::words::rounded as human;
+use crate::outcome::Phase;
 use crate::registry::Registry;
 
 /// The part of a transition alerts look at.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Change {
     pub machine: String,
-    pub from: String,
-    pub to: String,
+    pub from: Phase,
+    pub to: Phase,
     pub reason: String,
     pub failures: u32,
     pub at: SystemTime,
@@ -33,8 +35,8 @@ impl From<&Transitioned> for Change {
     fn from(t: &Transitioned) -> Change {
         Change {
             machine: t.machine.clone(),
-            from: t.transition.from.as_str().to_string(),
-            to: t.transition.to.as_str().to_string(),
+            from: t.transition.from,
+            to: t.transition.to,
             reason: t.transition.reason.clone(),
             failures: t.transition.failures,
             at: t.at,
@@ -100,15 +102,15 @@ impl Alerts {
     /// The alert one transition calls for, if any.
     pub fn on(&mut self, c: &Change) -> Option<Alert> {
         let change = c.clone();
-        match (c.from.as_str(), c.to.as_str()) {
-            (_, "closed") => {
+        match (c.from, c.to) {
+            (_, Phase::Closed) => {
                 let outage = self.outages.remove(&c.machine)?;
                 outage.paged.then_some(Alert::Recovered {
                     change,
                     since: outage.since,
                 })
             }
-            (_, "auth_failed") => {
+            (_, Phase::AuthFailed) => {
                 self.outages.entry(c.machine.clone()).or_insert(Outage {
                     since: c.at,
                     cycles: 0,
@@ -116,7 +118,7 @@ impl Alerts {
                 });
                 Some(Alert::AuthFailed { change })
             }
-            ("half_open", "open") => {
+            (Phase::HalfOpen, Phase::Open) => {
                 // Without a known outage (we started while it was open), it begins here.
                 let page_after = self.page_after_cycles;
                 let o = self.outages.entry(c.machine.clone()).or_insert(Outage {
@@ -135,7 +137,7 @@ impl Alerts {
                 }
                 None
             }
-            (_, "open" | "forced_open") => {
+            (_, Phase::Open | Phase::ForcedOpen) => {
                 if self.outages.contains_key(&c.machine) {
                     return None;
                 }
@@ -147,7 +149,7 @@ impl Alerts {
                         paged: false,
                     },
                 );
-                let by_hand = c.to == "forced_open";
+                let by_hand = c.to == Phase::ForcedOpen;
                 self.alert_on_trip
                     .then_some(Alert::Opened { change, by_hand })
             }

@@ -15,7 +15,9 @@ use std::time::Duration;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
-use super::text::{bold, escape, gib, human, split, LIMIT};
+use super::text::{bold, escape, gib, split, LIMIT};
+use crate::outcome::words::rounded as human;
+use crate::outcome::Phase;
 
 /// The window of the per-machine lines.
 pub const DAY_MS: i64 = 24 * 3600 * 1000;
@@ -27,8 +29,8 @@ pub const MONTH_MS: i64 = 30 * DAY_MS;
 pub struct Row {
     pub at_ms: i64,
     pub machine: String,
-    pub from: String,
-    pub to: String,
+    pub from: Phase,
+    pub to: Phase,
     pub reason: String,
     pub failures: i64,
 }
@@ -50,8 +52,7 @@ pub struct Sample {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MachineNow {
     pub name: String,
-    /// `closed`, `open`, `half_open`, `auth_failed`, `forced_open`.
-    pub state: String,
+    pub state: Phase,
     /// The live counters, when rendered inside the router (a final sample at `now`).
     pub counters: Option<Sample>,
 }
@@ -108,13 +109,9 @@ pub struct Day {
     pub rerouted: u64,
 }
 
-fn is_down(state: &str) -> bool {
-    state != "closed"
-}
-
 /// A trip: closed (or nothing known) to any not-closed state other than half-open.
 fn is_trip(r: &Row) -> bool {
-    r.from == "closed" && is_down(&r.to) && r.to != "half_open"
+    Phase::is_trip(r.from, r.to)
 }
 
 /// The counted figures of one machine (public so tests can check numbers, not wording).
@@ -138,7 +135,7 @@ pub fn day(input: &Input<'_>, machine: &MachineNow) -> Day {
         }
     };
     for r in &rows {
-        match (down_since, is_down(&r.to)) {
+        match (down_since, r.to.is_down()) {
             (None, true) => down_since = Some(r.at_ms),
             (Some(since), false) => {
                 close(since, r.at_ms, &mut d);
@@ -157,7 +154,7 @@ pub fn day(input: &Input<'_>, machine: &MachineNow) -> Day {
     if let Some(since) = down_since {
         // Still down by the ledger. If the router now says closed (a stale verdict was
         // dropped at start without a row), the outage ended at the last row we have.
-        let end = if is_down(&machine.state) {
+        let end = if machine.state.is_down() {
             now
         } else {
             rows.last().map_or(now, |r| r.at_ms)
@@ -223,17 +220,6 @@ pub fn most_tripped(input: &Input<'_>) -> Option<(String, u32)> {
     best
 }
 
-fn state_words(state: &str) -> &'static str {
-    match state {
-        "closed" => "closed",
-        "open" => "open",
-        "half_open" => "half-open, probing",
-        "auth_failed" => "paused: credentials rejected",
-        "forced_open" => "held open by hand",
-        _ => "unknown",
-    }
-}
-
 fn host_line(host: &Host) -> String {
     let mut parts = Vec::new();
     if let Some(up) = host.uptime_s {
@@ -257,7 +243,7 @@ fn host_line(host: &Host) -> String {
 }
 
 fn machine_paragraph(m: &MachineNow, d: &Day) -> String {
-    let mut lines = vec![format!("{} — {} now", bold(&m.name), state_words(&m.state))];
+    let mut lines = vec![format!("{} — {} now", bold(&m.name), m.state.describe())];
     if d.trips > 0 {
         let reasons: Vec<String> = d
             .reasons
@@ -301,7 +287,7 @@ pub fn render_with_limit(input: &Input<'_>, limit: usize) -> Vec<String> {
     let eventful: Vec<&(&MachineNow, Day)> = days
         .iter()
         .filter(|(m, d)| {
-            d.trips > 0 || !d.open_total.is_zero() || is_down(&m.state) || d.rejected > 0
+            d.trips > 0 || !d.open_total.is_zero() || m.state.is_down() || d.rejected > 0
         })
         .collect();
     let month = most_tripped(input);

@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use super::digest::{self, Host, MachineNow, Row, Sample};
 use super::TelegramError;
+use crate::outcome::Phase;
 use crate::registry::Registry;
 use crate::store::{self, StoreError};
 
@@ -40,13 +41,17 @@ pub fn read_store(path: &Path, now: Timestamp) -> Result<Stored, StoreError> {
     let rows: Vec<Row> = events
         .into_iter()
         .filter(|e| e.machine != store::REGISTRY_ROW)
-        .map(|e| Row {
-            at_ms: e.at_ms,
-            machine: e.machine,
-            from: e.from,
-            to: e.to,
-            reason: e.reason,
-            failures: e.failures,
+        // A row whose states this version cannot read says nothing it can count.
+        .filter_map(|e| {
+            let (from, to) = e.phases()?;
+            Some(Row {
+                at_ms: e.at_ms,
+                machine: e.machine,
+                from,
+                to,
+                reason: e.reason,
+                failures: e.failures,
+            })
         })
         .collect();
     let samples = store::counter_samples(path, now.as_millisecond() - 2 * digest::DAY_MS)?
@@ -118,7 +123,7 @@ pub async fn render_offline(reg: &Registry, now: Timestamp) -> Result<Vec<String
                 .iter()
                 .rev()
                 .find(|r| r.machine == m.name)
-                .map_or("closed".into(), |r| r.to.clone()),
+                .map_or(Phase::Closed, |r| r.to),
             counters: None,
         })
         .collect();

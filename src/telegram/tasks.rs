@@ -171,7 +171,7 @@ fn live_machines(svc: &Service, now: Timestamp, boot_ms: i64) -> Vec<MachineNow>
         .map(|i| {
             let s = lab.machines.snapshot(i);
             MachineNow {
-                state: s.breaker.phase.as_str().to_string(),
+                state: s.breaker.phase,
                 counters: Some(Sample {
                     at_ms: now.as_millisecond(),
                     boot_ms,

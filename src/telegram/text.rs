@@ -5,8 +5,6 @@
 //! comes from the registry or the ledger (machine names, reasons) goes through [`escape`],
 //! so a machine called `gpu<1>&co` cannot break the markup or inject a link.
 
-use std::time::Duration;
-
 /// Telegram's limit is 4,096 characters of text after entity parsing; the HTML source is
 /// never shorter than what it renders to, so counting source characters with a margin is
 /// safe.
@@ -82,19 +80,6 @@ pub fn split(paragraphs: &[String], limit: usize) -> Vec<String> {
     messages
 }
 
-/// A duration as people say it in a digest: `45s`, `12m`, `3h 5m`, `2d 4h`.
-pub fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    match (s / 86_400, (s % 86_400) / 3600, (s % 3600) / 60) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, m) => format!("{m}m"),
-        (0, h, 0) => format!("{h}h"),
-        (0, h, m) => format!("{h}h {m}m"),
-        (d, 0, _) => format!("{d}d"),
-        (d, h, _) => format!("{d}d {h}h"),
-    }
-}
-
 /// Bytes as GiB with one decimal.
 pub fn gib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0 * 1024.0))
@@ -129,13 +114,5 @@ mod tests {
         for m in split(&long, 50) {
             assert!(m.chars().count() <= 50);
         }
-    }
-
-    #[test]
-    fn durations_in_words() {
-        assert_eq!(human(Duration::from_secs(45)), "45s");
-        assert_eq!(human(Duration::from_secs(12 * 60 + 5)), "12m");
-        assert_eq!(human(Duration::from_secs(3 * 3600 + 300)), "3h 5m");
-        assert_eq!(human(Duration::from_secs(2 * 86_400 + 4 * 3600)), "2d 4h");
     }
 }

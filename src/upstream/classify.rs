@@ -69,7 +69,10 @@ pub fn past_deadline(
     total: Duration,
 ) -> Attempted {
     if machine_total {
-        let detail = format!("no complete answer within {} (timeouts.total)", words(total));
+        let detail = format!(
+            "no complete answer within {} (timeouts.total)",
+            words(total)
+        );
         Attempted::counted(target, FailureKind::Timeout, Fault::TooSlow, detail)
     } else {
         let after = Instant::now() - started;

@@ -13,9 +13,9 @@ use futures_util::stream::{self, BoxStream, Stream};
 use tokio::time::Instant;
 
 use super::{Chunk, Upstream};
-use crate::outcome::words;
 use crate::breaker::{Failure, FailureKind};
 use crate::machines::Lease;
+use crate::outcome::words;
 
 struct Relay {
     first: Option<Bytes>,

@@ -8,8 +8,8 @@ fn row(at: &str, machine: &str, from: &str, to: &str, reason: &str, failures: i6
     Row {
         at_ms: ts(at).as_millisecond(),
         machine: machine.into(),
-        from: from.into(),
-        to: to.into(),
+        from: from.parse().unwrap(),
+        to: to.parse().unwrap(),
         reason: reason.into(),
         failures,
     }
@@ -30,7 +30,7 @@ fn sample(at: &str, boot: &str, machine: &str, local: u64) -> Sample {
 fn machine(name: &str, state: &str) -> MachineNow {
     MachineNow {
         name: name.into(),
-        state: state.into(),
+        state: state.parse().unwrap(),
         counters: None,
     }
 }

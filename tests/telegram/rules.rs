@@ -88,8 +88,8 @@ fn change(machine: &str, from: &str, to: &str, reason: &str) -> Change {
     let at = std::time::UNIX_EPOCH + Duration::from_secs(1_764_486_000);
     Change {
         machine: machine.into(),
-        from: from.into(),
-        to: to.into(),
+        from: from.parse().unwrap(),
+        to: to.parse().unwrap(),
         reason: reason.into(),
         failures: 3,
         at,
