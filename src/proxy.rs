@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::response::Response;
 use tokio::time::Instant;
 
 use crate::lab::Lab;
@@ -243,10 +243,4 @@ fn label_headers(
             h.insert(SKIPPED.clone(), v);
         }
     }
-}
-
-/// An OpenAI-style error response for a request that never reached the proxy walk.
-pub fn client_error(status: StatusCode, kind: &str, code: &str, message: String) -> Response {
-    let body = serde_json::json!({"error": {"type": kind, "code": code, "message": message, "param": null}});
-    (status, axum::Json(body)).into_response()
 }

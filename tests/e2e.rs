@@ -12,6 +12,8 @@ mod breaker;
 mod browser;
 #[path = "e2e/connections.rs"]
 mod connections;
+#[path = "e2e/deadline.rs"]
+mod deadline;
 #[path = "e2e/fallback.rs"]
 mod fallback;
 #[path = "e2e/hardening.rs"]

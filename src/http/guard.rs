@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::lab::Lab;
-use crate::proxy::client_error;
+use super::error::{AppError, Code};
 use crate::registry::Server;
 use crate::service::Service;
 use crate::text::bounded;
@@ -57,7 +57,7 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
                     .is_ok();
             if !ip_literal && !host_allowed(&host, server) {
                 return forbidden(
-                    "host_not_allowed",
+                    Code::HostNotAllowed,
                     format!("Host '{}' is not allowed (DNS rebinding protection): add it to server.allowed_hosts if this router is meant to answer to that name", bounded(&host)),
                 );
             }
@@ -75,12 +75,11 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
     }
     if !has_key {
         if keyed && path != "/" && !trusted_keyless {
-            return client_error(
-                StatusCode::UNAUTHORIZED,
-                "invalid_request_error",
-                "invalid_api_key",
-                "missing or wrong API key: send Authorization: Bearer <key>".into(),
-            );
+            return AppError::new(
+                Code::InvalidApiKey,
+                "missing or wrong API key: send Authorization: Bearer <key>",
+            )
+            .into_response();
         }
         let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
         let fetch_site = headers
@@ -251,18 +250,13 @@ fn cross_site(origin: Option<&str>) -> Response {
         None => "a cross-site page".to_string(),
     };
     forbidden(
-        "cross_site_request",
+        Code::CrossSiteRequest,
         format!("a request from {who} was refused (CSRF protection): add the origin to server.allowed_origins, or send an API key (server.api_keys_env)"),
     )
 }
 
-fn forbidden(code: &str, message: String) -> Response {
-    client_error(
-        StatusCode::FORBIDDEN,
-        "invalid_request_error",
-        code,
-        message,
-    )
+fn forbidden(code: Code, message: String) -> Response {
+    AppError::new(code, message).into_response()
 }
 
 #[cfg(test)]

@@ -81,10 +81,25 @@ impl TestLab {
     /// A lab whose registry has `server_extra` under `server:` and `defaults_extra` under
     /// `defaults:`.
     pub async fn start_custom(server_extra: &str, defaults_extra: &str) -> TestLab {
+        TestLab::start_edited(server_extra, defaults_extra, |yaml| yaml).await
+    }
+
+    /// A lab whose registry text is passed through `edit` first (per-machine settings).
+    pub async fn start_edited(
+        server_extra: &str,
+        defaults_extra: &str,
+        edit: impl FnOnce(String) -> String,
+    ) -> TestLab {
         let gpu = Sim::start("gpu-box").await.expect("sim");
         let cpu = Sim::start("ubuntu-box").await.expect("sim");
         let local = Sim::start("local").await.expect("sim");
-        let yaml = registry_yaml_with(&gpu, &cpu, &local, server_extra, defaults_extra);
+        let yaml = edit(registry_yaml_with(
+            &gpu,
+            &cpu,
+            &local,
+            server_extra,
+            defaults_extra,
+        ));
         let registry = Registry::parse(&yaml, "test.yaml").expect("valid registry");
         let svc = Arc::new(Service::in_memory(registry, None).expect("service"));
         let (base, lab) = serve(Arc::clone(&svc)).await;

@@ -1,0 +1,138 @@
+//! Errors the router answers itself, before or beside any machine: one type, rendered once
+//! into OpenAI's error envelope (`{"error": {"type", "code", "message", "param"}}`).
+//!
+//! A [`Code`] decides the HTTP status and whose fault the error is: a 4xx is the client's
+//! (its request, its credentials, its origin), a 5xx is the router's own. Neither reached a
+//! machine, so neither is anything a breaker hears of.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// What went wrong, as the error body's `code` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Code {
+    // 400
+    InvalidJson,
+    InvalidHeader,
+    InvalidQuery,
+    UnreadableBody,
+    ModelNotFound,
+    ModelRequired,
+    // 401, 403
+    InvalidApiKey,
+    HostNotAllowed,
+    CrossSiteRequest,
+    // 404
+    NotFound,
+    NoLedger,
+    MachineNotFound,
+    UnknownAction,
+    // 408, 413, 422
+    RequestTimeout,
+    RequestTooLarge,
+    RegistryRejected,
+    // 500
+    LedgerUnreadable,
+    ReloadFailed,
+}
+
+impl Code {
+    pub fn status(self) -> StatusCode {
+        match self {
+            Code::InvalidJson
+            | Code::InvalidHeader
+            | Code::InvalidQuery
+            | Code::UnreadableBody
+            | Code::ModelNotFound
+            | Code::ModelRequired => StatusCode::BAD_REQUEST,
+            Code::InvalidApiKey => StatusCode::UNAUTHORIZED,
+            Code::HostNotAllowed | Code::CrossSiteRequest => StatusCode::FORBIDDEN,
+            Code::NotFound | Code::NoLedger | Code::MachineNotFound | Code::UnknownAction => {
+                StatusCode::NOT_FOUND
+            }
+            Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Code::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Code::RegistryRejected => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::LedgerUnreadable | Code::ReloadFailed => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The router's own fault (a 5xx), not the client's.
+    pub fn is_internal(self) -> bool {
+        self.status().is_server_error()
+    }
+}
+
+/// An error answer: its code and plain words saying what was wrong and where.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct AppError {
+    pub code: Code,
+    pub message: String,
+}
+
+impl AppError {
+    pub fn new(code: Code, message: impl Into<String>) -> AppError {
+        AppError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    error: Body<'a>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    code: Code,
+    message: &'a str,
+    param: Option<()>,
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let kind = if self.code.is_internal() {
+            "server_error"
+        } else {
+            "invalid_request_error"
+        };
+        let body = Envelope {
+            error: Body {
+                kind,
+                code: self.code,
+                message: &self.message,
+                param: None,
+            },
+        };
+        (self.code.status(), axum::Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_error_renders_as_openais_envelope() {
+        let resp = AppError::new(Code::ModelNotFound, "no model 'x'").into_response();
+        assert_eq!(resp.status(), 400);
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        assert_eq!(
+            std::str::from_utf8(&bytes).unwrap(),
+            r#"{"error":{"type":"invalid_request_error","code":"model_not_found","message":"no model 'x'","param":null}}"#
+        );
+        let resp = AppError::new(Code::ReloadFailed, "x").into_response();
+        assert_eq!(resp.status(), 500);
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        assert!(std::str::from_utf8(&bytes)
+            .unwrap()
+            .contains(r#""type":"server_error""#));
+    }
+}

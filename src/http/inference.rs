@@ -1,0 +1,159 @@
+//! The OpenAI endpoints: read a request once, check it, route it, hand it to the walk.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::response::Response;
+use axum::Json;
+use serde::Serialize;
+
+use super::error::{AppError, Code};
+use crate::body::Unread;
+use crate::lab::Lab;
+use crate::registry::parse_duration_max;
+use crate::request::Parsed;
+use crate::service::Service;
+use crate::upstream::Endpoint;
+
+pub async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
+    completion(svc.lab(), Endpoint::Chat, req).await
+}
+
+pub async fn completions(
+    State(svc): State<Arc<Service>>,
+    req: Request,
+) -> Result<Response, AppError> {
+    completion(svc.lab(), Endpoint::Completions, req).await
+}
+
+pub async fn embeddings(
+    State(svc): State<Arc<Service>>,
+    req: Request,
+) -> Result<Response, AppError> {
+    completion(svc.lab(), Endpoint::Embeddings, req).await
+}
+
+/// The longest `x-labrouter-wait` a request may ask for; the request's deadline bounds it
+/// further.
+const WAIT_MAX: Duration = Duration::from_secs(86_400);
+
+async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Result<Response, AppError> {
+    let (parts, body) = req.into_parts();
+    let server = &lab.registry.server;
+    let (max, idle) = (server.max_body, server.idle_timeout);
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let bytes = crate::body::collect(body.into_data_stream(), declared, max, Some(idle))
+        .await
+        .map_err(|e| match e {
+            Unread::TooLarge => AppError::new(
+                Code::RequestTooLarge,
+                format!("request body is larger than server.max_body ({max} bytes)"),
+            ),
+            Unread::Stalled => AppError::new(
+                Code::RequestTimeout,
+                format!(
+                    "the request body stalled for {} (server.idle_timeout)",
+                    crate::outcome::words(idle)
+                ),
+            ),
+            Unread::Broken(e) => AppError::new(
+                Code::UnreadableBody,
+                format!("could not read the request body: {e}"),
+            ),
+        })?;
+    let parsed = Parsed::new(endpoint, bytes).map_err(|e| AppError::new(Code::InvalidJson, e.0))?;
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let wait = header("x-labrouter-wait")
+        .map(|v| parse_duration_max(v, WAIT_MAX))
+        .transpose()
+        .map_err(|e| AppError::new(Code::InvalidHeader, format!("x-labrouter-wait: {e}")))?;
+    // A vector store must never get vectors from a model it did not ask for (SPEC §4).
+    if endpoint == Endpoint::Embeddings && matches!(parsed.model.as_deref(), None | Some("auto")) {
+        let names: Vec<&str> = lab
+            .registry
+            .models
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        return Err(AppError::new(
+            Code::ModelRequired,
+            format!(
+                "embeddings need a model: keyword routing ('auto') could embed with a different model each time; name one of: {}",
+                names.join(", ")
+            ),
+        ));
+    }
+    let decision = lab
+        .router
+        .decide(
+            &lab.registry,
+            header("x-labrouter-route"),
+            parsed.model.as_deref(),
+            &parsed.text,
+            parsed.has_image,
+        )
+        .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
+    Ok(crate::proxy::forward(lab, endpoint, parsed, decision, wait).await)
+}
+
+/// `GET /v1/models`: logical models and routes, in OpenAI's list shape.
+#[derive(Serialize)]
+pub struct ModelList {
+    data: Vec<ModelEntry>,
+    object: &'static str,
+}
+
+/// One entry; fields in key order, as the list always rendered them.
+#[derive(Serialize)]
+struct ModelEntry {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backend: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chain: Option<Vec<String>>,
+    id: String,
+    kind: &'static str,
+    object: &'static str,
+    owned_by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+}
+
+pub async fn models(State(svc): State<Arc<Service>>) -> Json<ModelList> {
+    let lab = svc.lab();
+    let reg = &lab.registry;
+    let route = |id: &str, chain: Option<Vec<String>>| ModelEntry {
+        backend: None,
+        chain,
+        id: id.to_string(),
+        kind: "route",
+        object: "model",
+        owned_by: "labrouter".into(),
+        target: None,
+    };
+    let mut data = vec![route("auto", None)];
+    data.extend(reg.routes.iter().map(|r| {
+        route(
+            &r.name,
+            Some(r.chain.iter().map(|&m| reg.target_name(m)).collect()),
+        )
+    }));
+    data.extend(reg.models.iter().enumerate().map(|(i, m)| ModelEntry {
+        backend: Some(m.backend.clone()),
+        chain: None,
+        id: m.name.clone(),
+        kind: "model",
+        object: "model",
+        owned_by: reg.machines[m.machine].name.clone(),
+        target: Some(reg.target_name(i)),
+    }));
+    Json(ModelList {
+        data,
+        object: "list",
+    })
+}
