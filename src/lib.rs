@@ -16,18 +16,22 @@
 //! - [`lab`]: everything one loaded registry needs at run time.
 //! - [`service`]: the current lab behind an atomic swap; reloads.
 //! - [`server`]: the accept loop, connection bounds and the graceful drain; [`serve`].
+//! - [`mod@run`]: the whole service on a listener the caller holds: metrics, health checks,
+//!   ledger prune, Telegram, reload triggers, systemd, [`serve`], the store flushed; [`run()`].
+//! - [`cli`]: the command line: clap definitions and each subcommand's body.
 //! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
 //! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
 //! - [`telegram`]: breaker alerts and the daily digest over Telegram, queued off the request path.
 //! - [`watch`]: reload when registry.yaml changes; [`sdnotify`]: systemd readiness.
 //! - [`status`]: `labrouter status`, a running router's breakers as a table.
-//! - [`telemetry`]: Prometheus metrics.
+//! - [`telemetry`]: Prometheus metrics; [`run()`] installs the recorder.
 //! - [`text`]: outside text bounded and escaped for logs, the ledger and messages.
 //! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.
 //! - [`demo`]: `labrouter demo`, a simulated lab with a scripted outage, narrated.
 
 pub mod body;
 pub mod breaker;
+pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod health;
@@ -40,6 +44,7 @@ pub mod registry;
 pub mod replay;
 pub mod request;
 pub mod route;
+pub mod run;
 pub mod sdnotify;
 pub mod server;
 pub mod service;
@@ -54,5 +59,6 @@ pub mod watch;
 
 pub use http::app;
 pub use lab::Lab;
+pub use run::{run, RunOptions};
 pub use server::serve;
 pub use service::Service;
