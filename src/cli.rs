@@ -1,9 +1,14 @@
-//! The command line (SPEC §6): clap definitions only.
+//! The command line (SPEC §6): the clap definitions here; each subcommand's body in
+//! [`run()`] (`cli/run.rs`), which the binary calls once it has parsed and started logging.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+mod run;
+
+pub use run::run;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -26,7 +26,6 @@ pub use error::{AppError, Code};
 
 /// The router of the whole service, for `serve` and for tests without a socket.
 pub fn app(svc: Arc<Service>) -> Router {
-    crate::telemetry::install();
     Router::new()
         .route("/v1/chat/completions", post(inference::chat))
         .route("/v1/completions", post(inference::completions))

@@ -58,8 +58,6 @@ impl Lab {
     /// A lab whose breakers report to `hub`; with `old`, machines that still exist keep
     /// their breakers (a reload).
     pub fn build(registry: Registry, hub: Arc<Hub>, old: Option<&Lab>) -> Result<Lab, LabError> {
-        // Before the breakers exist, so their state gauges land in the recorder.
-        crate::telemetry::install();
         let api_keys: Vec<String> = registry
             .server
             .api_keys_env

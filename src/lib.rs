@@ -5,6 +5,7 @@
 //! - [`route`]: pure keyword routing from a request to a route and its chain.
 //! - [`request`]: reading a request body once; rewriting its `model` for a target.
 //! - [`body`]: whole bodies read within bounds (size, silence), both sides of the proxy.
+//! - [`outcome`]: the words for what happened: reasons, phases, attempts, typed ids.
 //! - [`breaker`]: the pure per-machine breaker, `step(state, event, now)`.
 //! - [`clock`]: tokio's clock and checked arithmetic on it; wall times as RFC 3339.
 //! - [`machines`]: the live breakers, leases and counters around it.
@@ -16,18 +17,22 @@
 //! - [`lab`]: everything one loaded registry needs at run time.
 //! - [`service`]: the current lab behind an atomic swap; reloads.
 //! - [`server`]: the accept loop, connection bounds and the graceful drain; [`serve`].
+//! - [`mod@run`]: the whole service on a listener the caller holds: metrics, health checks,
+//!   ledger prune, Telegram, reload triggers, systemd, [`serve`], the store flushed; [`run()`].
+//! - [`cli`]: the command line: clap definitions and each subcommand's body.
 //! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
 //! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
 //! - [`telegram`]: breaker alerts and the daily digest over Telegram, queued off the request path.
 //! - [`watch`]: reload when registry.yaml changes; [`sdnotify`]: systemd readiness.
 //! - [`status`]: the typed `/status` view; `labrouter status` renders it as a table.
-//! - [`telemetry`]: Prometheus metrics.
+//! - [`telemetry`]: Prometheus metrics; [`run()`] installs the recorder.
 //! - [`text`]: outside text bounded and escaped for logs, the ledger and messages.
 //! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.
 //! - [`demo`]: `labrouter demo`, a simulated lab with a scripted outage, narrated.
 
 pub mod body;
 pub mod breaker;
+pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod health;
@@ -41,6 +46,7 @@ pub mod registry;
 pub mod replay;
 pub mod request;
 pub mod route;
+pub mod run;
 pub mod sdnotify;
 pub mod server;
 pub mod service;
@@ -55,5 +61,6 @@ pub mod watch;
 
 pub use http::app;
 pub use lab::Lab;
+pub use run::{run, RunOptions};
 pub use server::serve;
 pub use service::Service;

@@ -123,6 +123,11 @@ impl Service {
         &self.hub
     }
 
+    /// The registry file reloads read, if the service was started from one.
+    pub fn config(&self) -> Option<&Path> {
+        self.config.as_deref()
+    }
+
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()
     }

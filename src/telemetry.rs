@@ -1,8 +1,9 @@
 //! Prometheus metrics (`GET /metrics`) through the `metrics` facade.
 //!
-//! One recorder per process, installed on first use. Histogram samples wait in the
-//! recorder until drained, so a thread drains them every few seconds: a router nobody
-//! scrapes must not grow.
+//! One recorder per process, installed by [`crate::run`] (or a test) before it matters:
+//! a gauge set before the recorder is in is lost, so [`breaker_states`] sets them again.
+//! The first scrape installs it too. Histogram samples wait in the recorder until drained,
+//! so a thread drains them every few seconds: a router nobody scrapes must not grow.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::breaker::Phase;
+use crate::lab::Lab;
 
 /// Latency buckets (seconds): from a fast-fail to a long generation.
 const BUCKETS: &[f64] = &[
@@ -78,6 +80,15 @@ fn describe() {
         Unit::Seconds,
         "Time to a machine's response head"
     );
+}
+
+/// Sets every breaker's state gauge from `lab`: breakers built before [`install`] set
+/// theirs into no recorder.
+pub fn breaker_states(lab: &Lab) {
+    for (i, m) in lab.registry.machines.iter().enumerate() {
+        metrics::gauge!("labrouter_breaker_state", "machine" => m.name.clone())
+            .set(phase_value(lab.machines.phase(i)));
+    }
 }
 
 /// The gauge value of a phase.

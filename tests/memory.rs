@@ -1,5 +1,5 @@
-//! Memory across restarts (SPEC §3.6, §3.7): a real SQLite file, real routers on 127.0.0.1,
-//! simulated machines counting what reaches them.
+//! Memory across restarts (SPEC §3.6, §3.7): a real SQLite file, whole routers
+//! (`labrouter::run`) in-process on 127.0.0.1, simulated machines counting what reaches them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use labrouter::registry::Registry;
 use labrouter::sim::{Fault, Sim};
-use labrouter::Service;
+use labrouter::{RunOptions, Service};
 use serde_json::Value;
 use support::header;
 
@@ -41,7 +41,8 @@ impl Machines {
     }
 }
 
-/// A router with memory, served until the returned sender fires.
+/// A router with memory: the whole service (`labrouter::run`) on a listener the test
+/// holds, served until it is stopped (gracefully) or crashed.
 struct Router {
     svc: Arc<Service>,
     base: String,
@@ -60,11 +61,11 @@ impl Router {
         let shutdown = async {
             let _ = stopped.await;
         };
-        let served = tokio::spawn(labrouter::serve(
-            listener,
+        let served = tokio::spawn(labrouter::run(
             Arc::clone(&svc),
+            listener,
             shutdown,
-            Duration::from_secs(30),
+            RunOptions::default(),
         ));
         Router {
             svc,
@@ -97,6 +98,19 @@ impl Router {
         let _ = self.stop.send(());
         self.served.await.unwrap().unwrap();
         assert!(self.svc.store().unwrap().flush(Duration::from_secs(5)));
+    }
+
+    /// As kill -9 leaves it: the accept loop and every background task stop at once, with no
+    /// drain and no flush. The service is handed back un-dropped (dropping its store would
+    /// write what is queued): keep it until the test ends.
+    async fn crash(self) -> Arc<Service> {
+        let Router {
+            svc, stop, served, ..
+        } = self;
+        served.abort();
+        assert!(served.await.unwrap_err().is_cancelled());
+        drop(stop); // after the abort: a dropped sender would start a graceful shutdown
+        svc
     }
 
     fn state(&self, machine: &str) -> String {
@@ -292,92 +306,33 @@ async fn an_unreadable_file_opens_every_machine_and_a_missing_one_is_created() {
     r.stop().await;
 }
 
-/// The real binary, started on a registry file; killed with SIGKILL when dropped.
-struct Process {
-    child: std::process::Child,
-    base: String,
-}
-
-impl Process {
-    async fn start(config: &std::path::Path, port: u16) -> Process {
-        #[allow(clippy::zombie_processes)] // Drop kills and waits for it
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_labrouter"))
-            .args(["serve", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let base = format!("http://127.0.0.1:{port}");
-        // Bounded wait for the listener: up to 10s in 20ms steps.
-        for _ in 0..500 {
-            if reqwest::get(format!("{base}/healthz")).await.is_ok() {
-                return Process { child, base };
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("labrouter did not start");
-    }
-
-    async fn chat(&self) -> reqwest::Response {
-        reqwest::Client::new()
-            .post(format!("{}/v1/chat/completions", self.base))
-            .json(&serde_json::json!({"model": "code", "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .unwrap()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill(); // SIGKILL: no shutdown, no flush
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn an_open_machine_stays_open_across_kill_9() {
     let m = Machines::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let yaml = m
-        .yaml(&dir.path().join("state"))
-        .replace("listen: 127.0.0.1:0", &format!("listen: 127.0.0.1:{port}"));
-    let config = dir.path().join("registry.yaml");
-    std::fs::write(&config, yaml).unwrap();
+    let yaml = m.yaml(&dir.path().join("state"));
 
-    let p = Process::start(&config, port).await;
+    let r = Router::start(&yaml).await;
     m.gpu.set(Fault::Refuse);
     for _ in 0..3 {
-        assert_eq!(p.chat().await.status(), 200);
+        assert_eq!(r.chat("code").await.status(), 200);
     }
     // The transition is on disk once the ledger shows it (bounded poll).
     let mut written = false;
     for _ in 0..250 {
-        let v: Value = reqwest::get(format!("{}/status/events?machine=gpu-box", p.base))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if v["events"][0]["to"] == "open" {
+        if r.events("machine=gpu-box").await["events"][0]["to"] == "open" {
             written = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(written);
-    drop(p); // kill -9
+    let _crashed = r.crash().await; // kill -9
 
     m.gpu.set(Fault::Ok);
     m.gpu.reset_counts();
-    let p = Process::start(&config, port).await;
-    let resp = p.chat().await;
+    let r = Router::start(&yaml).await;
+    let resp = r.chat("code").await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
         header(&resp, "x-labrouter-skipped"),
@@ -386,9 +341,9 @@ async fn an_open_machine_stays_open_across_kill_9() {
     assert_eq!(
         m.gpu.work_hits(),
         0,
-        "the fresh process sent nothing to the machine that was open"
+        "the fresh router sent nothing to the machine that was open"
     );
-    let status: Value = reqwest::get(format!("{}/status", p.base))
+    let status: Value = reqwest::get(format!("{}/status", r.base))
         .await
         .unwrap()
         .json()
@@ -399,6 +354,7 @@ async fn an_open_machine_stays_open_across_kill_9() {
         status["machines"]["gpu-box"]["last_reason"],
         "connection refused"
     );
+    r.stop().await;
 }
 
 #[tokio::test]

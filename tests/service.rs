@@ -1,5 +1,6 @@
 //! Running as a service: reloads that keep breaker state, a rejected registry that leaves
-//! the old one serving, a watched file, /status and the dashboard, SIGTERM draining.
+//! the old one serving, /status and the dashboard; and the whole service (`labrouter::run`)
+//! in-process: a watched file, a reload trigger, health checks, a drained shutdown.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,9 +12,10 @@ use std::time::Duration;
 
 use labrouter::registry::Registry;
 use labrouter::sim::{Fault, Sim};
-use labrouter::Service;
+use labrouter::{RunOptions, Service};
 use serde_json::Value;
 use support::{header, registry_yaml};
+use tokio::sync::{oneshot, Notify};
 
 struct Lab {
     gpu: Sim,
@@ -47,11 +49,46 @@ impl Lab {
         registry_yaml(&self.gpu, &self.cpu, &self.local, "")
     }
 
-    async fn serve(&self) -> (Arc<Service>, String) {
+    fn service(&self) -> Arc<Service> {
         let reg = Registry::load(&self.config()).unwrap();
-        let svc = Arc::new(Service::in_memory(reg, Some(self.config())).unwrap());
+        Arc::new(Service::in_memory(reg, Some(self.config())).unwrap())
+    }
+
+    /// The router alone ([`labrouter::serve`]): no background tasks.
+    async fn serve(&self) -> (Arc<Service>, String) {
+        let svc = self.service();
         let (base, _) = support::serve(Arc::clone(&svc)).await;
         (svc, base)
+    }
+}
+
+/// The whole service ([`labrouter::run`]) on a listener the test holds.
+struct Running {
+    base: String,
+    stop: oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    async fn start(svc: Arc<Service>, opts: RunOptions) -> Running {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let served = tokio::spawn(labrouter::run(svc, listener, shutdown, opts));
+        // run starts its background tasks (the watcher among them) before it accepts: once
+        // it answers, they are running.
+        let up = reqwest::get(format!("{base}/healthz")).await.unwrap();
+        assert_eq!(up.status(), 200);
+        Running { base, stop, served }
+    }
+
+    /// Resolves run's shutdown future; returns what run returned.
+    async fn stop(self) -> std::io::Result<()> {
+        let _ = self.stop.send(());
+        self.served.await.unwrap()
     }
 }
 
@@ -177,30 +214,65 @@ async fn a_401_pause_is_lifted_by_a_reload() {
     assert_eq!(chat(&base, "chat").await.status(), 200);
 }
 
+/// Polls (bounded: up to 10s in 20ms steps) until the service serves another registry.
+async fn reloaded(svc: &Service, before: &str) -> bool {
+    for _ in 0..500 {
+        if svc.lab().registry.version != before {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saving_the_registry_file_reloads_it() {
     let lab = Lab::start().await;
     lab.write(&lab.yaml());
-    let (svc, _base) = lab.serve().await;
-    let _watcher = labrouter::watch::spawn(Arc::clone(&svc), &lab.config()).unwrap();
+    let svc = lab.service();
+    // run watches the file because the service knows it.
+    let running = Running::start(Arc::clone(&svc), RunOptions::default()).await;
     let before = svc.lab().registry.version.clone();
     lab.write(&lab.yaml().replace(
         "keywords: [image, photo]",
         "keywords: [image, photo, diagram]",
     ));
-    // Bounded wait for the debounced reload: up to 10s in 20ms steps.
-    let mut reloaded = false;
-    for _ in 0..500 {
-        if svc.lab().registry.version != before {
-            reloaded = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(reloaded, "the watcher reloaded the saved file");
+    assert!(
+        reloaded(&svc, &before).await,
+        "the watcher reloaded the saved file"
+    );
     assert!(svc.lab().registry.routes[1]
         .keywords
         .contains(&"diagram".to_string()));
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_trigger_reloads_the_registry_file() {
+    let lab = Lab::start().await;
+    lab.write(&lab.yaml());
+    let svc = lab.service();
+    let before = svc.lab().registry.version.clone();
+    // Saved before run starts watching: only the trigger can reload it.
+    lab.write(&lab.yaml().replace(
+        "keywords: [image, photo]",
+        "keywords: [image, photo, diagram]",
+    ));
+    let trigger = Arc::new(Notify::new());
+    let opts = RunOptions {
+        reload: Some(Arc::clone(&trigger)),
+        ..RunOptions::default()
+    };
+    let running = Running::start(Arc::clone(&svc), opts).await;
+    trigger.notify_one();
+    assert!(
+        reloaded(&svc, &before).await,
+        "the trigger reloaded the file"
+    );
+    assert!(svc.lab().registry.routes[1]
+        .keywords
+        .contains(&"diagram".to_string()));
+    running.stop().await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -251,60 +323,27 @@ async fn status_and_dashboard_show_every_machine_and_state() {
     );
 }
 
-/// The real binary on a registry file; SIGKILLed if still running when dropped.
-struct Process(std::process::Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_drains_a_request_in_flight_and_exits_0() {
+async fn shutdown_drains_a_request_in_flight_and_run_returns_ok() {
     let lab = Lab::start().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let yaml = lab
-        .yaml()
-        .replace("listen: 127.0.0.1:0", &format!("listen: 127.0.0.1:{port}"))
-        .replace(
-            "  max_body: 64KiB",
-            &format!(
-                "  max_body: 64KiB\n  state_dir: \"{}\"",
-                lab.dir.path().join("state").display()
-            ),
-        );
+    let yaml = lab.yaml().replace(
+        "  max_body: 64KiB",
+        &format!(
+            "  max_body: 64KiB\n  state_dir: \"{}\"",
+            lab.dir.path().join("state").display()
+        ),
+    );
     lab.write(&yaml);
-    #[allow(clippy::zombie_processes)] // Drop kills and waits
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_labrouter"))
-        .args(["serve", "--config"])
-        .arg(lab.config())
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut p = Process(child);
-    let base = format!("http://127.0.0.1:{port}");
-    let mut up = false;
-    for _ in 0..500 {
-        if reqwest::get(format!("{base}/healthz")).await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(up, "labrouter started");
+    // As `labrouter serve` starts it: the registry file, memory under its state_dir.
+    let svc = Arc::new(Service::open(&lab.config()).unwrap());
+    let running = Running::start(svc, RunOptions::default()).await;
+    let base = running.base.clone();
 
-    // `labrouter status` against the running process.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_labrouter"))
+    // The `labrouter status` binary against the running server.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_labrouter"))
         .args(["status", "--url", &base])
         .output()
+        .await
         .unwrap();
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -312,7 +351,7 @@ async fn sigterm_drains_a_request_in_flight_and_exits_0() {
         "{table}"
     );
 
-    // A slow generation is in flight when SIGTERM arrives.
+    // A slow generation is in flight when the shutdown future resolves.
     lab.local
         .set(Fault::SlowFirstByte(Duration::from_millis(800)));
     let request = tokio::spawn({
@@ -326,12 +365,7 @@ async fn sigterm_drains_a_request_in_flight_and_exits_0() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(lab.local.work_hits(), 1, "the request reached the machine");
-    let pid = p.0.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    let stopped = tokio::spawn(running.stop());
     let resp = request.await.unwrap();
     assert_eq!(
         resp.status(),
@@ -339,16 +373,10 @@ async fn sigterm_drains_a_request_in_flight_and_exits_0() {
         "the request in flight was drained, not cut"
     );
     assert_eq!(support::content(resp).await, "ok from local");
-    let mut exited = None;
-    for _ in 0..500 {
-        if let Some(status) = p.0.try_wait().unwrap() {
-            exited = Some(status);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let status = exited.expect("labrouter exited after draining");
-    assert!(status.success(), "exit status {status:?}");
+    stopped
+        .await
+        .unwrap()
+        .expect("run returned Ok after draining");
     assert!(
         reqwest::get(format!("{base}/healthz")).await.is_err(),
         "no longer listening"
@@ -366,8 +394,9 @@ async fn health_checks_open_an_idle_dead_machine_and_close_it_when_it_is_back() 
         ),
     );
     lab.write(&yaml);
-    let (svc, _base) = lab.serve().await;
-    tokio::spawn(labrouter::health::run(Arc::clone(&svc)));
+    let svc = lab.service();
+    // run starts the health checks.
+    let running = Running::start(Arc::clone(&svc), RunOptions::default()).await;
     lab.gpu.set(Fault::Status {
         code: 503,
         retry_after: None,
@@ -394,4 +423,15 @@ async fn health_checks_open_an_idle_dead_machine_and_close_it_when_it_is_back() 
         "a passing check after the cooldown acted as the probe"
     );
     assert_eq!(lab.gpu.work_hits(), 0, "still no user request spent on it");
+
+    // The checks stop with run.
+    running.stop().await.unwrap();
+    let checks = lab.gpu.hits("/v1/models");
+    assert!(checks > 0);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        lab.gpu.hits("/v1/models"),
+        checks,
+        "no check after run returned"
+    );
 }

@@ -101,6 +101,9 @@ impl TestLab {
             defaults_extra,
         ));
         let registry = Registry::parse(&yaml, "test.yaml").expect("valid registry");
+        // As `labrouter::run` does, and before the breakers exist: a gauge set with no
+        // recorder installed is lost (tests/metrics.rs reads them).
+        labrouter::telemetry::install();
         let svc = Arc::new(Service::in_memory(registry, None).expect("service"));
         let (base, lab) = serve(Arc::clone(&svc)).await;
         // Like any well-behaved client, drop pooled connections before the server's idle

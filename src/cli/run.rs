@@ -1,0 +1,151 @@
+//! Each subcommand's body: what `labrouter <command>` does once its arguments are parsed.
+//! CLI glue, so errors are `anyhow` and results are printed here.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+
+use super::Command;
+use crate::registry::Registry;
+use crate::run::RunOptions;
+use crate::service::Service;
+
+/// Runs `command`; an error is for the binary to print and exit on.
+#[allow(clippy::print_stdout, reason = "the CLI's printing")]
+pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve { config } => serve(&config).await,
+        Command::Status { url, json } => crate::status::print(&url, json).await,
+        Command::Check { file } => match Registry::load(&file) {
+            Ok(reg) => {
+                println!(
+                    "{}: ok: {} machines, {} models, {} routes (version {})",
+                    file.display(),
+                    reg.machines.len(),
+                    reg.models.len(),
+                    reg.routes.len(),
+                    reg.version
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        Command::Route {
+            text,
+            config,
+            model,
+            image,
+        } => {
+            let reg = Registry::load(&config)?;
+            let router = crate::route::Router::new(&reg);
+            let decision = match router.decide(&reg, None, model.as_deref(), &text, image) {
+                Ok(d) => d,
+                Err(e) => bail!("{e}"),
+            };
+            let chain: Vec<String> = decision
+                .chain(&reg)
+                .iter()
+                .map(|&m| reg.target_name(m))
+                .collect();
+            println!("route: {}", decision.label(&reg));
+            println!("chain: {}", chain.join(" -> "));
+            println!("why:   {}", decision.why_words());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay { trace } => {
+            let text = std::fs::read_to_string(&trace)
+                .with_context(|| format!("cannot read {}", trace.display()))?;
+            match crate::replay::replay(&text) {
+                Ok(receipt) => {
+                    println!("{}", receipt.to_json());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}", trace.display());
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        Command::Sim { listen, name } => {
+            let sim = crate::sim::Sim::start_on(&name, listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            tracing::info!(url = %sim.base_url(), %name, "simulated machine serving; Ctrl-C stops it");
+            shutdown_signal().await;
+            sim.shutdown();
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Digest {
+            print,
+            send,
+            config,
+        } => {
+            let reg = Registry::load(&config)?;
+            if print {
+                let parts = crate::telegram::render_offline(&reg, jiff::Timestamp::now()).await?;
+                let text: Vec<String> = parts
+                    .iter()
+                    .map(|p| crate::telegram::text::plain(p))
+                    .collect();
+                println!("{}", text.join("\n\n"));
+            }
+            if send {
+                let n = crate::telegram::send_offline(&reg).await?;
+                eprintln!("digest sent ({n} message{})", if n == 1 { "" } else { "s" });
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo { speed, no_progress } => {
+            use std::io::IsTerminal;
+            let mut out = std::io::stdout();
+            let opts = crate::demo::Options {
+                speed,
+                progress: !no_progress && out.is_terminal(),
+            };
+            let summary = crate::demo::run(&opts, &mut out).await?;
+            Ok(match summary.failed {
+                0 => ExitCode::SUCCESS,
+                _ => ExitCode::FAILURE,
+            })
+        }
+    }
+}
+
+/// `labrouter serve`: binds `server.listen` and runs the whole service until Ctrl-C or
+/// SIGTERM.
+async fn serve(config: &Path) -> anyhow::Result<ExitCode> {
+    let svc = Arc::new(Service::open(config)?);
+    let listen = svc.lab().registry.server.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    crate::run(svc, listener, shutdown_signal(), RunOptions::service()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
