@@ -1,4 +1,4 @@
-//! What a routing decision costs (SPEC §2): `Router::decide` for a 10 KB prompt over a
+//! What a routing decision costs (SPEC §2): `Matcher::decide` for a 10 KB prompt over a
 //! registry of 1,000 routes × 5 keywords (5,000 distinct keywords, one- and two-word).
 //! Nothing is contacted: the machines only need valid URLs. Run: `cargo bench --bench route`.
 //!
@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use divan::{black_box, Bencher};
 use labrouter::registry::Registry;
-use labrouter::route::{Router, Why};
+use labrouter::route::{Matcher, Why};
 
 const ROUTES: usize = 1_000;
 const KEYWORDS: usize = 5;
@@ -55,7 +55,7 @@ fn keyword(route: usize, k: usize) -> String {
 
 struct Fixture {
     reg: Registry,
-    router: Router,
+    router: Matcher,
     yaml: String,
 }
 
@@ -81,7 +81,7 @@ fn fixture() -> &'static Fixture {
         }
         let reg = Registry::parse(&y, "bench.yaml").expect("the bench registry is valid");
         assert_eq!(reg.routes.len(), ROUTES + 1);
-        let router = Router::new(&reg);
+        let router = Matcher::new(&reg);
         Fixture {
             reg,
             router,
@@ -187,7 +187,7 @@ fn decide_by_route_name(b: Bencher) {
 #[divan::bench(sample_count = 10)]
 fn build_router(b: Bencher) {
     let f = fixture();
-    b.bench(|| Router::new(black_box(&f.reg)));
+    b.bench(|| Matcher::new(black_box(&f.reg)));
 }
 
 /// Parsing and validating the 1,000-route registry YAML (once per load or reload).

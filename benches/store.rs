@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use labrouter::breaker::Event;
 use labrouter::registry::Registry;
-use labrouter::Lab;
+use labrouter::Fleet;
 
 const N: usize = 20_000;
 
@@ -26,7 +26,7 @@ fn registry(state_dir: &std::path::Path) -> Registry {
 }
 
 /// N transitions (manual open/close alternating); returns the mean time per step.
-fn flip(lab: &Lab) -> Duration {
+fn flip(lab: &Fleet) -> Duration {
     let started = Instant::now();
     for i in 0..N {
         let event = if i % 2 == 0 {
@@ -47,12 +47,12 @@ fn main() {
     let _guard = rt.enter();
     let dir = tempfile::tempdir().unwrap();
 
-    let bare = Lab::new(registry(dir.path())).unwrap();
+    let bare = Fleet::new(registry(dir.path())).unwrap();
     let _ = flip(&bare); // warm up
     let without = flip(&bare);
 
     let svc = labrouter::Service::remembering(registry(dir.path()), None).unwrap();
-    let lab = svc.lab();
+    let lab = svc.fleet();
     let store = svc.store().unwrap();
     let db = store.path().to_path_buf();
     let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);

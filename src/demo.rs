@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::lab::Lab;
+use crate::fleet::Fleet;
 use crate::outcome::words;
 use crate::registry::{Registry, RegistryError};
 use crate::service::{Service, ServiceError};
@@ -151,8 +151,8 @@ async fn with_sims(
     let yaml = setup::registry_yaml(urls.each_ref().map(String::as_str), opts.speed);
     let registry = Registry::parse(&yaml, "demo registry")?;
     let svc = Arc::new(Service::in_memory(registry, None)?);
-    let lab = svc.lab();
-    let mut transitions = svc.hub().subscribe();
+    let fleet = svc.fleet();
+    let mut transitions = svc.bus().subscribe();
 
     // `serve` sets TCP_NODELAY on every accepted connection.
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
@@ -168,9 +168,9 @@ async fn with_sims(
         Duration::from_secs(5),
     ));
 
-    let traffic = Arc::new(Traffic::new(&lab.registry, &router)?);
+    let traffic = Arc::new(Traffic::new(&fleet.registry, &router)?);
     let mut narrator = Narrator::new(out, Instant::now(), opts.progress);
-    header(&mut narrator, &lab, &router, opts)?;
+    header(&mut narrator, &fleet, &router, opts)?;
 
     let start = Instant::now();
     narrator.restart(start);
@@ -195,7 +195,7 @@ async fn with_sims(
     let mut show = Show::new(
         opts.speed,
         start,
-        Arc::clone(&lab),
+        Arc::clone(&fleet),
         sims,
         Arc::clone(&traffic),
         narrator,
@@ -218,8 +218,13 @@ async fn with_sims(
 }
 
 /// What the demo is about to do, before the clock starts.
-fn header(n: &mut Narrator<'_>, lab: &Lab, router: &str, opts: &Options) -> std::io::Result<()> {
-    let reg = &lab.registry;
+fn header(
+    n: &mut Narrator<'_>,
+    fleet: &Fleet,
+    router: &str,
+    opts: &Options,
+) -> std::io::Result<()> {
+    let reg = &fleet.registry;
     n.plain("labrouter demo: three simulated machines and the router, all on 127.0.0.1")?;
     for (i, m) in reg.machines.iter().enumerate() {
         let models: Vec<&str> = reg

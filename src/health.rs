@@ -21,32 +21,32 @@ const TICK: Duration = Duration::from_secs(1);
 pub async fn run(svc: Arc<Service>) {
     let mut due: HashMap<String, Instant> = HashMap::new();
     loop {
-        let lab = svc.lab();
+        let fleet = svc.fleet();
         let now = Instant::now();
         let mut next = now + TICK;
-        for (i, m) in lab.registry.machines.iter().enumerate() {
+        for (i, m) in fleet.registry.machines.iter().enumerate() {
             let Some(health) = &m.health else { continue };
             let at = *due.entry(m.name.clone()).or_insert(now + health.every);
             if at <= now {
                 due.insert(m.name.clone(), now + health.every);
-                let lab = Arc::clone(&lab);
+                let fleet = Arc::clone(&fleet);
                 tokio::spawn(async move {
-                    let event = match lab.upstreams[i].health().await {
+                    let event = match fleet.upstreams[i].health().await {
                         Ok(()) => Event::HealthPassed,
                         Err(why) => Event::HealthFailed(Failure::new(
                             FailureKind::HealthCheck,
                             format!("health check failed: {why}"),
                         )),
                     };
-                    lab.machines.step(i, event);
+                    fleet.machines.step(i, event);
                 });
             } else {
                 next = next.min(at);
             }
         }
         // Machines that left the registry leave the schedule.
-        due.retain(|name, _| lab.registry.machine_index(name).is_some());
-        drop(lab);
+        due.retain(|name, _| fleet.registry.machine_index(name).is_some());
+        drop(fleet);
         tokio::time::sleep_until(next).await;
     }
 }

@@ -48,7 +48,7 @@ pub fn app(svc: Arc<Service>) -> Router {
 
 /// Breakers, counters and routes, read live.
 async fn status(State(svc): State<Arc<Service>>) -> Json<crate::status::View> {
-    Json(crate::status::View::of(&svc.lab()).with_host(crate::host::stats()))
+    Json(crate::status::View::of(&svc.fleet()).with_host(crate::host::stats()))
 }
 
 /// `GET /`: the dashboard, one self-contained page.

@@ -14,7 +14,7 @@
 //! - [`health`]: active health checks for machines that set `health`.
 //! - [`host`]: the orchestrator's own health (sysinfo).
 //! - [`http`]: handlers, auth, body limits; [`app`] builds the router.
-//! - [`lab`]: everything one loaded registry needs at run time.
+//! - [`fleet`]: everything one loaded registry needs at run time: registry, matcher, breakers, clients.
 //! - [`service`]: the current lab behind an atomic swap; reloads.
 //! - [`server`]: the accept loop, connection bounds and the graceful drain; [`serve`].
 //! - [`mod@run`]: the whole service on a listener the caller holds: metrics, health checks,
@@ -35,10 +35,10 @@ pub mod breaker;
 pub mod cli;
 pub mod clock;
 pub mod demo;
+pub mod fleet;
 pub mod health;
 pub mod host;
 pub mod http;
-pub mod lab;
 pub mod machines;
 pub mod outcome;
 pub mod proxy;
@@ -59,8 +59,8 @@ pub mod text;
 pub mod upstream;
 pub mod watch;
 
+pub use fleet::Fleet;
 pub use http::app;
-pub use lab::Lab;
 pub use run::{run, RunOptions};
 pub use server::serve;
 pub use service::Service;

@@ -20,18 +20,18 @@ use crate::outcome::{Attempted, Effect, Held, Reason};
 use crate::registry::Registry;
 use crate::store::Msg;
 
-/// One machine's breaker and counters. A machine keeps its one cell for as long as it is in
+/// One machine's breaker and counters. A machine keeps its one tracker for as long as it is in
 /// the registry: a reload changes its policy and bulkhead limit in place, so a lease in
 /// flight (a probe above all) always reports to the breaker that serves on.
 #[derive(Debug)]
-pub struct Cell {
+pub struct Tracker {
     pub name: String,
     /// The bulkhead limit; a reload may change it while calls are in flight.
     max_concurrency: AtomicU32,
     /// The breaker and the policy it steps by, under one lock: a step takes it once, and a
     /// reload swaps the policy between steps. A std Mutex: each step is a few comparisons
     /// and is never held across an await.
-    state: Mutex<Guarded>,
+    state: Mutex<Locked>,
     inflight: AtomicU32,
     remote_attempts: AtomicU64,
     local_rejections: AtomicU64,
@@ -53,13 +53,13 @@ pub struct Snapshot {
 /// The breakers of every machine of one registry.
 #[derive(Debug)]
 pub struct Machines {
-    cells: Vec<Arc<Cell>>,
-    hub: Arc<Hub>,
+    trackers: Vec<Arc<Tracker>>,
+    bus: Arc<Bus>,
 }
 
 /// What outlives a registry reload: where transitions go and who is woken by them.
 #[derive(Debug)]
-pub struct Hub {
+pub struct Bus {
     /// Woken on every change that may let a waiting request in (`x-labrouter-wait`).
     changed: Notify,
     transitions: broadcast::Sender<Transitioned>,
@@ -69,10 +69,10 @@ pub struct Hub {
     registry_version: Mutex<String>,
 }
 
-impl Hub {
-    pub fn new(ledger: Option<std::sync::mpsc::Sender<Msg>>) -> Arc<Hub> {
+impl Bus {
+    pub fn new(ledger: Option<std::sync::mpsc::Sender<Msg>>) -> Arc<Bus> {
         let (transitions, _) = broadcast::channel(1024);
-        Arc::new(Hub {
+        Arc::new(Bus {
             changed: Notify::new(),
             transitions,
             ledger,
@@ -100,9 +100,9 @@ impl Hub {
     }
 }
 
-/// What a cell's lock guards.
+/// What a tracker's lock guards.
 #[derive(Debug)]
-struct Guarded {
+struct Locked {
     breaker: Breaker,
     policy: Policy,
 }
@@ -116,11 +116,11 @@ pub struct Rejected {
     pub held: Held,
 }
 
-fn new_cell(m: &crate::registry::Machine) -> Cell {
-    Cell {
+fn new_tracker(m: &crate::registry::Machine) -> Tracker {
+    Tracker {
         name: m.name.clone(),
         max_concurrency: AtomicU32::new(m.max_concurrency),
-        state: Mutex::new(Guarded {
+        state: Mutex::new(Locked {
             breaker: Breaker::new(&m.breaker),
             policy: m.breaker.clone(),
         }),
@@ -134,38 +134,39 @@ fn new_cell(m: &crate::registry::Machine) -> Cell {
 impl Machines {
     /// Breakers for a registry, alone (tests, benchmarks).
     pub fn new(reg: &Registry) -> Machines {
-        Machines::with_hub(reg, Hub::new(None), None)
+        Machines::with_bus(reg, Bus::new(None), None)
     }
 
     /// Breakers for `reg` reporting to `hub`. With `old` (a reload), a machine that still
     /// exists keeps its breaker and counters; removed ones go; new ones start closed.
-    pub fn with_hub(reg: &Registry, hub: Arc<Hub>, old: Option<&Machines>) -> Machines {
-        *hub.registry_version
+    pub fn with_bus(reg: &Registry, bus: Arc<Bus>, old: Option<&Machines>) -> Machines {
+        *bus.registry_version
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = reg.version.clone();
-        let cells = reg
+        let trackers = reg
             .machines
             .iter()
             .map(|m| {
-                let Some(prev) = old.and_then(|o| o.cells.iter().find(|c| c.name == m.name)) else {
-                    return Arc::new(new_cell(m));
+                let Some(prev) = old.and_then(|o| o.trackers.iter().find(|c| c.name == m.name))
+                else {
+                    return Arc::new(new_tracker(m));
                 };
-                // The same cell, retuned: leases in flight report to the breaker that serves on.
+                // The same tracker, retuned: leases in flight report to the breaker that serves on.
                 prev.max_concurrency
                     .store(m.max_concurrency, Ordering::Release);
                 lock(&prev.state).policy = m.breaker.clone();
                 Arc::clone(prev)
             })
             .collect();
-        let machines = Machines { cells, hub };
-        for cell in &machines.cells {
-            let phase = lock(&cell.state).breaker.phase;
-            metrics::gauge!("labrouter_breaker_state", "machine" => cell.name.clone())
+        let machines = Machines { trackers, bus };
+        for tracker in &machines.trackers {
+            let phase = lock(&tracker.state).breaker.phase;
+            metrics::gauge!("labrouter_breaker_state", "machine" => tracker.name.clone())
                 .set(crate::telemetry::phase_value(phase));
         }
         // 401/403 pauses a machine "until config reload or manual reset" (SPEC §3.2).
         if old.is_some() {
-            for i in 0..machines.cells.len() {
+            for i in 0..machines.trackers.len() {
                 if machines.phase(i) == Phase::AuthFailed {
                     machines.step(i, Event::Reset("registry reloaded".into()));
                 }
@@ -176,20 +177,20 @@ impl Machines {
 
     /// Resolves when some breaker changed or a lease ended (enable it before looking).
     pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.hub.changed.notified()
+        self.bus.changed.notified()
     }
 
     pub fn len(&self) -> usize {
-        self.cells.len()
+        self.trackers.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.cells.is_empty()
+        self.trackers.is_empty()
     }
 
     /// Asks machine `i` to admit one call now: instant, no I/O.
     pub fn admit(&self, i: usize) -> Result<Lease, Rejected> {
-        let cell = &self.cells[i];
+        let tracker = &self.trackers[i];
         let held = |b: &Breaker| Held {
             phase: b.phase,
             failures: b.failures,
@@ -197,33 +198,33 @@ impl Machines {
         };
         // The bulkhead first: a full machine is busy, not failing, and must not take a probe
         // lease it cannot use.
-        let prev = cell.inflight.fetch_add(1, Ordering::AcqRel);
-        if prev >= cell.max_concurrency.load(Ordering::Acquire) {
-            cell.inflight.fetch_sub(1, Ordering::AcqRel);
-            cell.local_rejections.fetch_add(1, Ordering::Relaxed);
+        let prev = tracker.inflight.fetch_add(1, Ordering::AcqRel);
+        if prev >= tracker.max_concurrency.load(Ordering::Acquire) {
+            tracker.inflight.fetch_sub(1, Ordering::AcqRel);
+            tracker.local_rejections.fetch_add(1, Ordering::Relaxed);
             return Err(Rejected {
                 skip: Skip::Busy,
                 retry_after: None,
-                held: held(&lock(&cell.state).breaker),
+                held: held(&lock(&tracker.state).breaker),
             });
         }
         // What the breaker showed is read under the same lock as its decision.
-        let (decision, seen) = step_cell_then(cell, &self.hub, Event::Request, |b, d| {
+        let (decision, seen) = step_tracker_then(tracker, &self.bus, Event::Request, |b, d| {
             matches!(d, Decision::Reject { .. }).then(|| held(b))
         });
         match (decision, seen) {
             (Decision::Admit(ticket), _) => {
-                cell.remote_attempts.fetch_add(1, Ordering::Relaxed);
+                tracker.remote_attempts.fetch_add(1, Ordering::Relaxed);
                 Ok(Lease {
-                    cell: Arc::clone(cell),
-                    hub: Arc::clone(&self.hub),
+                    tracker: Arc::clone(tracker),
+                    bus: Arc::clone(&self.bus),
                     ticket,
                     done: false,
                 })
             }
             (Decision::Reject { skip, retry_after }, Some(held)) => {
-                cell.inflight.fetch_sub(1, Ordering::AcqRel);
-                cell.local_rejections.fetch_add(1, Ordering::Relaxed);
+                tracker.inflight.fetch_sub(1, Ordering::AcqRel);
+                tracker.local_rejections.fetch_add(1, Ordering::Relaxed);
                 Err(Rejected {
                     skip,
                     retry_after,
@@ -232,11 +233,11 @@ impl Machines {
             }
             _ => {
                 // A Request is always answered Admit or Reject; never leak the slot anyway.
-                cell.inflight.fetch_sub(1, Ordering::AcqRel);
+                tracker.inflight.fetch_sub(1, Ordering::AcqRel);
                 Err(Rejected {
                     skip: Skip::CircuitOpen,
                     retry_after: None,
-                    held: held(&lock(&cell.state).breaker),
+                    held: held(&lock(&tracker.state).breaker),
                 })
             }
         }
@@ -244,34 +245,34 @@ impl Machines {
 
     /// Applies one event to machine `i` (manual control, health checks).
     pub fn step(&self, i: usize, event: Event) -> Decision {
-        step_cell(&self.cells[i], &self.hub, event)
+        step_tracker(&self.trackers[i], &self.bus, event)
     }
 
     pub fn snapshot(&self, i: usize) -> Snapshot {
-        let cell = &self.cells[i];
+        let tracker = &self.trackers[i];
         Snapshot {
-            name: cell.name.clone(),
-            breaker: lock(&cell.state).breaker.clone(),
-            inflight: cell.inflight.load(Ordering::Relaxed),
-            remote_attempts: cell.remote_attempts.load(Ordering::Relaxed),
-            local_rejections: cell.local_rejections.load(Ordering::Relaxed),
-            rerouted: cell.rerouted.load(Ordering::Relaxed),
+            name: tracker.name.clone(),
+            breaker: lock(&tracker.state).breaker.clone(),
+            inflight: tracker.inflight.load(Ordering::Relaxed),
+            remote_attempts: tracker.remote_attempts.load(Ordering::Relaxed),
+            local_rejections: tracker.local_rejections.load(Ordering::Relaxed),
+            rerouted: tracker.rerouted.load(Ordering::Relaxed),
         }
     }
 
     /// Counts a request that machine `i` did not serve and another target did.
     pub fn note_rerouted(&self, i: usize) {
-        self.cells[i].rerouted.fetch_add(1, Ordering::Relaxed);
+        self.trackers[i].rerouted.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn phase(&self, i: usize) -> Phase {
-        lock(&self.cells[i].state).breaker.phase
+        lock(&self.trackers[i].state).breaker.phase
     }
 
     /// Seeds machine `i` from what the store remembered. An unreadable verdict opens the
     /// breaker (`state_unreadable`), ledgered like any transition.
     pub fn restore(&self, i: usize, restored: &Restored, max_age: Duration) {
-        let cell = &self.cells[i];
+        let tracker = &self.trackers[i];
         let now = Instant::now();
         let wall = SystemTime::now();
         match restored {
@@ -279,20 +280,20 @@ impl Machines {
                 let age = wall.duration_since(*written).unwrap_or(Duration::ZERO);
                 // A breaker forced open by hand stays open until closed by hand (SPEC §7).
                 if age > max_age && verdict.state != Phase::ForcedOpen {
-                    tracing::info!(machine = %cell.name, age_s = age.as_secs(), "stored verdict is older than max_cooldown: ignored");
+                    tracing::info!(machine = %tracker.name, age_s = age.as_secs(), "stored verdict is older than max_cooldown: ignored");
                     return;
                 }
-                let mut g = lock(&cell.state);
+                let mut g = lock(&tracker.state);
                 let b = verdict.to_breaker(&g.policy, now, wall);
                 if b.phase != Phase::Closed || b.failures > 0 {
-                    tracing::warn!(machine = %cell.name, state = %b.phase, failures = b.failures, "breaker restored from the store");
+                    tracing::warn!(machine = %tracker.name, state = %b.phase, failures = b.failures, "breaker restored from the store");
                 }
                 g.breaker = b;
             }
             Restored::Unreadable(why) => {
-                tracing::error!(machine = %cell.name, error = %why, "stored verdict unreadable: starting open (state_unreadable)");
+                tracing::error!(machine = %tracker.name, error = %why, "stored verdict unreadable: starting open (state_unreadable)");
                 let transition = {
-                    let mut g = lock(&cell.state);
+                    let mut g = lock(&tracker.state);
                     let guard = &mut g.breaker;
                     let from = guard.phase;
                     guard.phase = Phase::Open;
@@ -309,7 +310,7 @@ impl Machines {
                         remote_attempted: false,
                     }
                 };
-                announce(cell, &self.hub, transition, now, wall);
+                announce(tracker, &self.bus, transition, now, wall);
             }
         }
     }
@@ -321,20 +322,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn step_cell(cell: &Cell, hub: &Hub, event: Event) -> Decision {
-    step_cell_then(cell, hub, event, |_, _| ()).0
+fn step_tracker(tracker: &Tracker, bus: &Bus, event: Event) -> Decision {
+    step_tracker_then(tracker, bus, event, |_, _| ()).0
 }
 
 /// Steps the breaker and, under the same lock, lets `peek` read the state it left.
-fn step_cell_then<R>(
-    cell: &Cell,
-    hub: &Hub,
+fn step_tracker_then<R>(
+    tracker: &Tracker,
+    bus: &Bus,
     event: Event,
     peek: impl FnOnce(&Breaker, &Decision) -> R,
 ) -> (Decision, R) {
     let now = Instant::now();
     let (output, wall, seen) = {
-        let mut g = lock(&cell.state);
+        let mut g = lock(&tracker.state);
         let g = &mut *g;
         let state = std::mem::replace(&mut g.breaker, Breaker::new(&g.policy));
         let (next, output) = state.step(event, now, &g.policy);
@@ -346,18 +347,18 @@ fn step_cell_then<R>(
         (output, wall, seen)
     };
     if let (Some(t), Some(wall)) = (output.transition, wall) {
-        announce(cell, hub, t, now, wall);
+        announce(tracker, bus, t, now, wall);
     }
     (output.decision, seen)
 }
 
-fn announce(cell: &Cell, hub: &Hub, transition: Transition, now: Instant, wall: SystemTime) {
-    let verdict = Verdict::of(&lock(&cell.state).breaker, now, wall);
+fn announce(tracker: &Tracker, bus: &Bus, transition: Transition, now: Instant, wall: SystemTime) {
+    let verdict = Verdict::of(&lock(&tracker.state).breaker, now, wall);
     let cooldown_until = transition
         .cooldown_until
         .map(|u| wall + u.saturating_duration_since(now));
     tracing::warn!(
-        machine = %cell.name,
+        machine = %tracker.name,
         from = %transition.from,
         to = %transition.to,
         failures = transition.failures,
@@ -367,34 +368,34 @@ fn announce(cell: &Cell, hub: &Hub, transition: Transition, now: Instant, wall: 
         transition.to,
     );
     metrics::counter!("labrouter_breaker_transitions_total",
-        "machine" => cell.name.clone(), "from" => transition.from.as_str(), "to" => transition.to.as_str())
+        "machine" => tracker.name.clone(), "from" => transition.from.as_str(), "to" => transition.to.as_str())
     .increment(1);
-    metrics::gauge!("labrouter_breaker_state", "machine" => cell.name.clone())
+    metrics::gauge!("labrouter_breaker_state", "machine" => tracker.name.clone())
         .set(crate::telemetry::phase_value(transition.to));
     let record = Transitioned {
-        machine: cell.name.clone(),
+        machine: tracker.name.clone(),
         transition,
         at: wall,
         cooldown_until,
-        registry_version: hub.version(),
+        registry_version: bus.version(),
         verdict,
-        remote_attempts: cell.remote_attempts.load(Ordering::Relaxed),
-        local_rejections: cell.local_rejections.load(Ordering::Relaxed),
+        remote_attempts: tracker.remote_attempts.load(Ordering::Relaxed),
+        local_rejections: tracker.local_rejections.load(Ordering::Relaxed),
     };
-    if let Some(ledger) = &hub.ledger {
+    if let Some(ledger) = &bus.ledger {
         // The writer thread is gone only at shutdown; the transition is still logged above.
         let _ = ledger.send(Msg::Transition(Box::new(record.clone())));
     }
     // No subscriber is fine too.
-    let _ = hub.transitions.send(record);
-    hub.changed.notify_waiters();
+    let _ = bus.transitions.send(record);
+    bus.changed.notify_waiters();
 }
 
 /// An admitted call to one machine: a concurrency slot plus the breaker's ticket.
 #[derive(Debug)]
 pub struct Lease {
-    cell: Arc<Cell>,
-    hub: Arc<Hub>,
+    tracker: Arc<Tracker>,
+    bus: Arc<Bus>,
     ticket: Ticket,
     done: bool,
 }
@@ -432,7 +433,7 @@ impl Lease {
     /// Reports how the call ended. Consumes the lease: one outcome per admission.
     fn report(mut self, event: Event, no_verdict: Option<&'static str>) -> Decision {
         self.done = true;
-        let decision = step_cell(&self.cell, &self.hub, event);
+        let decision = step_tracker(&self.tracker, &self.bus, event);
         if let Some(why) = no_verdict {
             self.probe_released(why);
         }
@@ -445,12 +446,12 @@ impl Lease {
         if !self.ticket.probe {
             return;
         }
-        let b = &lock(&self.cell.state).breaker;
+        let b = &lock(&self.tracker.state).breaker;
         if b.phase == Phase::HalfOpen
             && !b.probe_in_flight
             && b.generation == self.ticket.generation
         {
-            tracing::info!(machine = %self.cell.name, why, "probe ended without a verdict; the next request may probe");
+            tracing::info!(machine = %self.tracker.name, why, "probe ended without a verdict; the next request may probe");
         }
     }
 }
@@ -458,10 +459,10 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if !self.done {
-            step_cell(&self.cell, &self.hub, Event::Cancel(self.ticket));
+            step_tracker(&self.tracker, &self.bus, Event::Cancel(self.ticket));
             self.probe_released("client gone");
         }
-        self.cell.inflight.fetch_sub(1, Ordering::AcqRel);
-        self.hub.changed.notify_waiters();
+        self.tracker.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.bus.changed.notify_waiters();
     }
 }

@@ -10,10 +10,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 use tokio::time::Instant;
 
-use crate::lab::Lab;
+use crate::fleet::Fleet;
 use crate::outcome::{Attempted, ModelId};
 use crate::request::Parsed;
-use crate::route::Decision;
+use crate::route::Routed;
 use crate::upstream::{relay, Answer, Endpoint};
 
 mod failure;
@@ -29,13 +29,13 @@ const SUCCESS: &str = "success";
 
 /// Serves one parsed request along `decision`'s chain. `wait` is `x-labrouter-wait`.
 pub async fn forward(
-    lab: Arc<Lab>,
+    fleet: Arc<Fleet>,
     endpoint: Endpoint,
     parsed: Parsed,
-    decision: Decision,
+    decision: Routed,
     wait: Option<Duration>,
 ) -> Response {
-    let reg = &lab.registry;
+    let reg = &fleet.registry;
     let chain = decision.chain(reg);
     let started = Instant::now();
     let longest = chain
@@ -53,7 +53,7 @@ pub async fn forward(
 
     loop {
         // Registered before the walk, so a change during the walk is not missed.
-        let changed = lab.machines.changed();
+        let changed = fleet.machines.changed();
         tokio::pin!(changed);
         changed.as_mut().enable();
 
@@ -68,7 +68,7 @@ pub async fn forward(
                 break;
             }
             let machine = reg.models[model].machine;
-            let lease = match lab.machines.admit(machine) {
+            let lease = match fleet.machines.admit(machine) {
                 Ok(lease) => lease,
                 Err(rej) => {
                     metrics::counter!("labrouter_local_rejections_total",
@@ -84,7 +84,7 @@ pub async fn forward(
                 }
             };
             let body = parsed.body_for(&reg.models[model].backend);
-            let upstream = &lab.upstreams[machine];
+            let upstream = &fleet.upstreams[machine];
             let failed = match upstream
                 .attempt(ModelId(model), endpoint, body, deadline)
                 .await
@@ -95,14 +95,14 @@ pub async fn forward(
                     body,
                 }) => {
                     lease.succeed();
-                    count_served(&lab, &label, model, &attempts, started);
+                    count_served(&fleet, &label, model, &attempts, started);
                     let mut resp = Response::new(Body::from(body));
                     *resp.status_mut() = status;
                     if let Some(ct) = content_type {
                         resp.headers_mut()
                             .insert(axum::http::header::CONTENT_TYPE, ct);
                     }
-                    label_headers(resp.headers_mut(), &lab, &label, Some(model), &attempts);
+                    label_headers(resp.headers_mut(), &fleet, &label, Some(model), &attempts);
                     return resp;
                 }
                 Ok(Answer::Stream {
@@ -111,7 +111,7 @@ pub async fn forward(
                     first,
                     rest,
                 }) => {
-                    count_served(&lab, &label, model, &attempts, started);
+                    count_served(&fleet, &label, model, &attempts, started);
                     let target = reg.target_name(model);
                     let body = relay(first, rest, lease, Arc::clone(upstream), deadline, target);
                     let mut resp = Response::new(Body::from_stream(body));
@@ -124,7 +124,7 @@ pub async fn forward(
                         axum::http::header::CACHE_CONTROL,
                         HeaderValue::from_static("no-cache"),
                     );
-                    label_headers(h, &lab, &label, Some(model), &attempts);
+                    label_headers(h, &fleet, &label, Some(model), &attempts);
                     return resp;
                 }
                 // The request's own fault: the machine's answer goes back as is.
@@ -134,7 +134,7 @@ pub async fn forward(
                     body,
                     attempted,
                 }) => {
-                    count_attempt(&lab, machine, &attempted);
+                    count_attempt(&fleet, machine, &attempted);
                     lease.finish(&attempted);
                     attempts.push(attempted);
                     metrics::histogram!("labrouter_request_duration_seconds", "route" => label.clone())
@@ -145,12 +145,12 @@ pub async fn forward(
                         resp.headers_mut()
                             .insert(axum::http::header::CONTENT_TYPE, ct);
                     }
-                    label_headers(resp.headers_mut(), &lab, &label, None, &attempts);
+                    label_headers(resp.headers_mut(), &fleet, &label, None, &attempts);
                     return resp;
                 }
                 Err(attempted) => attempted,
             };
-            count_attempt(&lab, machine, &failed);
+            count_attempt(&fleet, machine, &failed);
             lease.finish(&failed);
             let move_on = failed.fault.may_fail_over();
             attempts.push(failed);
@@ -180,23 +180,29 @@ pub async fn forward(
         }
         metrics::histogram!("labrouter_request_duration_seconds", "route" => label.clone())
             .record(started.elapsed().as_secs_f64());
-        let mut resp = nothing_served(&lab, &label, &attempts);
-        label_headers(resp.headers_mut(), &lab, &label, None, &attempts);
+        let mut resp = nothing_served(&fleet, &label, &attempts);
+        label_headers(resp.headers_mut(), &fleet, &label, None, &attempts);
         return resp;
     }
 }
 
 /// Counts a sent attempt that did not serve, by its reason.
-fn count_attempt(lab: &Lab, machine: usize, a: &Attempted) {
+fn count_attempt(fleet: &Fleet, machine: usize, a: &Attempted) {
     metrics::counter!("labrouter_upstream_attempts_total",
-        "machine" => lab.registry.machines[machine].name.clone(), "outcome" => a.reason.as_str())
+        "machine" => fleet.registry.machines[machine].name.clone(), "outcome" => a.reason.as_str())
     .increment(1);
 }
 
 /// Counts a served request: its machine's success, its duration, and a fallback if the
 /// chain's first target did not serve.
-fn count_served(lab: &Lab, route: &str, model: usize, attempts: &[Attempted], started: Instant) {
-    let reg = &lab.registry;
+fn count_served(
+    fleet: &Fleet,
+    route: &str,
+    model: usize,
+    attempts: &[Attempted],
+    started: Instant,
+) {
+    let reg = &fleet.registry;
     let machine = reg.machines[reg.models[model].machine].name.clone();
     metrics::counter!("labrouter_upstream_attempts_total", "machine" => machine, "outcome" => SUCCESS).increment(1);
     metrics::histogram!("labrouter_request_duration_seconds", "route" => route.to_string())
@@ -212,7 +218,7 @@ fn count_served(lab: &Lab, route: &str, model: usize, attempts: &[Attempted], st
             let m = reg.models[a.target.0].machine;
             if m != to && !passed.contains(&m) {
                 passed.push(m);
-                lab.machines.note_rerouted(m);
+                fleet.machines.note_rerouted(m);
             }
         }
     }
@@ -221,7 +227,7 @@ fn count_served(lab: &Lab, route: &str, model: usize, attempts: &[Attempted], st
 /// Adds the x-labrouter headers: the route, the target that served, what was passed over.
 fn label_headers(
     h: &mut HeaderMap,
-    lab: &Lab,
+    fleet: &Fleet,
     label: &str,
     served: Option<usize>,
     attempts: &[Attempted],
@@ -230,14 +236,14 @@ fn label_headers(
         h.insert(ROUTE.clone(), v);
     }
     if let Some(m) = served {
-        if let Ok(v) = HeaderValue::from_str(&lab.registry.target_name(m)) {
+        if let Ok(v) = HeaderValue::from_str(&fleet.registry.target_name(m)) {
             h.insert(TARGET.clone(), v);
         }
     }
     if !attempts.is_empty() {
         let list: Vec<String> = attempts
             .iter()
-            .map(|a| format!("{}={}", lab.registry.target_name(a.target.0), a.reason))
+            .map(|a| format!("{}={}", fleet.registry.target_name(a.target.0), a.reason))
             .collect();
         if let Ok(v) = HeaderValue::from_str(&list.join(",")) {
             h.insert(SKIPPED.clone(), v);

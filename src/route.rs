@@ -5,7 +5,7 @@
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
-/// Up to this many distinct keywords, compile a DFA (see [`Router::new`]).
+/// Up to this many distinct keywords, compile a DFA (see [`Matcher::new`]).
 const DFA_LIMIT: usize = 10_000;
 
 use crate::registry::Registry;
@@ -33,12 +33,12 @@ pub enum Why {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decision {
+pub struct Routed {
     pub choice: Choice,
     pub why: Why,
 }
 
-impl Decision {
+impl Routed {
     /// The label responses carry in `x-labrouter-route`.
     pub fn label<'r>(&self, reg: &'r Registry) -> &'r str {
         match self.choice {
@@ -79,7 +79,7 @@ pub struct UnknownName {
 
 /// The compiled keyword matcher of one registry.
 #[derive(Clone, Debug)]
-pub struct Router {
+pub struct Matcher {
     automaton: Option<AhoCorasick>,
     /// pattern id -> the routes that list that keyword.
     owners: Vec<Vec<u32>>,
@@ -88,8 +88,8 @@ pub struct Router {
     fold_unicode: bool,
 }
 
-impl Router {
-    pub fn new(reg: &Registry) -> Router {
+impl Matcher {
+    pub fn new(reg: &Registry) -> Matcher {
         let mut patterns: Vec<String> = Vec::new();
         let mut owners: Vec<Vec<u32>> = Vec::new();
         for (ri, route) in reg.routes.iter().enumerate() {
@@ -129,7 +129,7 @@ impl Router {
                     .ok(),
             }
         };
-        Router {
+        Matcher {
             automaton,
             owners,
             patterns,
@@ -146,10 +146,10 @@ impl Router {
         model: Option<&str>,
         text: &str,
         has_image: bool,
-    ) -> Result<Decision, UnknownName> {
+    ) -> Result<Routed, UnknownName> {
         if let Some(h) = header {
             return match reg.routes.iter().position(|r| r.name == h) {
-                Some(r) => Ok(Decision {
+                Some(r) => Ok(Routed {
                     choice: Choice::Route(r),
                     why: Why::Header,
                 }),
@@ -167,10 +167,10 @@ impl Router {
     }
 
     /// Keyword routing: images first, then the most distinct keywords, ties to the earlier route.
-    pub fn by_content(&self, reg: &Registry, text: &str, has_image: bool) -> Decision {
+    pub fn by_content(&self, reg: &Registry, text: &str, has_image: bool) -> Routed {
         if has_image {
             if let Some(r) = reg.routes.iter().position(|r| r.images) {
-                return Decision {
+                return Routed {
                     choice: Choice::Route(r),
                     why: Why::Image,
                 };
@@ -178,7 +178,7 @@ impl Router {
         }
         let hits = self.hits(text);
         if hits.is_empty() {
-            return Decision {
+            return Routed {
                 choice: Choice::Route(reg.default_route),
                 why: Why::NoKeyword,
             };
@@ -199,7 +199,7 @@ impl Router {
             .filter(|&&pid| self.owners[pid].contains(&(best as u32)))
             .map(|&pid| self.patterns[pid].clone())
             .collect();
-        Decision {
+        Routed {
             choice: Choice::Route(best),
             why: Why::Keywords(matched),
         }
@@ -237,15 +237,15 @@ fn is_word_edge(text: &str, start: usize, end: usize) -> bool {
     !before.is_some_and(word) && !after.is_some_and(word)
 }
 
-fn by_name(reg: &Registry, name: &str) -> Result<Decision, UnknownName> {
+fn by_name(reg: &Registry, name: &str) -> Result<Routed, UnknownName> {
     if let Some(r) = reg.routes.iter().position(|r| r.name == name) {
-        return Ok(Decision {
+        return Ok(Routed {
             choice: Choice::Route(r),
             why: Why::RouteName,
         });
     }
     if let Some(m) = reg.models.iter().position(|m| m.name == name) {
-        return Ok(Decision {
+        return Ok(Routed {
             choice: Choice::Model(m),
             why: Why::ModelName,
         });
@@ -256,7 +256,7 @@ fn by_name(reg: &Registry, name: &str) -> Result<Decision, UnknownName> {
         .enumerate()
         .filter(|(_, m)| m.backend == name);
     if let (Some((m, _)), None) = (backends.next(), backends.next()) {
-        return Ok(Decision {
+        return Ok(Routed {
             choice: Choice::Model(m),
             why: Why::BackendName,
         });

@@ -53,17 +53,17 @@ pub async fn run(
 ) -> std::io::Result<()> {
     // The breakers already exist: their state gauges are set again once the recorder is in.
     crate::telemetry::install();
-    crate::telemetry::breaker_states(&svc.lab());
+    crate::telemetry::breaker_states(&svc.fleet());
     let grace = {
-        let lab = svc.lab();
+        let fleet = svc.fleet();
         tracing::info!(
             listen = %listener.local_addr()?,
-            machines = lab.registry.machines.len(),
-            routes = lab.registry.routes.len(),
+            machines = fleet.registry.machines.len(),
+            routes = fleet.registry.routes.len(),
             config = %svc.config().map_or("(none)".into(), |c| c.display().to_string()),
             "labrouter serving"
         );
-        lab.registry.server.shutdown_grace
+        fleet.registry.server.shutdown_grace
     };
     let background = start(&svc, &opts);
     if opts.systemd {

@@ -45,7 +45,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let max_connections = svc.lab().registry.server.max_connections;
+    let max_connections = svc.fleet().registry.server.max_connections;
     let app = crate::app(Arc::clone(&svc));
     // Past the limit, connections wait in the kernel's accept queue, not in our memory.
     let permits = Arc::new(Semaphore::new(max_connections));
@@ -75,7 +75,7 @@ pub async fn serve(
             // Without it, back-to-back streamed answers wait ~40 ms each for a delayed ACK.
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
-        let server = &svc.lab().registry.server;
+        let server = &svc.fleet().registry.server;
         let limits = Limits {
             header_timeout: server.header_timeout,
             idle_timeout: server.idle_timeout,

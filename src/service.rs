@@ -1,4 +1,4 @@
-//! The running service: the current [`Lab`] behind an atomic swap, the store that outlives
+//! The running service: the current [`Fleet`] behind an atomic swap, the store that outlives
 //! reloads, and reloading itself (SPEC §8).
 //!
 //! A request loads the current lab once and keeps it to its end, so a reload never changes
@@ -11,8 +11,8 @@ use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 
-use crate::lab::{Lab, LabError};
-use crate::machines::Hub;
+use crate::fleet::{Fleet, FleetError};
+use crate::machines::Bus;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{Msg, Recalled, Restored, Store, StoreError};
 
@@ -22,7 +22,7 @@ pub enum ServiceError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
-    Lab(#[from] LabError),
+    Fleet(#[from] FleetError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("this router was started without a registry file, so there is nothing to reload")]
@@ -47,8 +47,8 @@ pub struct Reloaded {
 
 #[derive(Debug)]
 pub struct Service {
-    lab: ArcSwap<Lab>,
-    hub: Arc<Hub>,
+    fleet: ArcSwap<Fleet>,
+    bus: Arc<Bus>,
     /// The registry file reloads read again.
     config: Option<PathBuf>,
     /// One reload at a time: two racing reloads could otherwise carry stale breakers over.
@@ -71,30 +71,30 @@ impl Service {
         config: Option<PathBuf>,
     ) -> Result<Service, ServiceError> {
         let (store, recalled) = Store::open(&registry.server.state_dir)?;
-        let hub = Hub::new(Some(store.sender()));
-        let lab = Lab::build(registry, Arc::clone(&hub), None)?;
+        let bus = Bus::new(Some(store.sender()));
+        let fleet = Fleet::build(registry, Arc::clone(&bus), None)?;
         let restore = |i: usize, restored: &Restored| {
-            let max_age = lab.registry.machines[i].breaker.max_cooldown;
-            lab.machines.restore(i, restored, max_age);
+            let max_age = fleet.registry.machines[i].breaker.max_cooldown;
+            fleet.machines.restore(i, restored, max_age);
         };
         match &recalled {
             Recalled::Verdicts(verdicts) => {
                 for (name, restored) in verdicts {
-                    if let Some(i) = lab.registry.machine_index(name) {
+                    if let Some(i) = fleet.registry.machine_index(name) {
                         restore(i, restored);
                     }
                 }
             }
             // The whole file was unreadable: every machine fails closed.
             Recalled::Unreadable(why) => {
-                for i in 0..lab.registry.machines.len() {
+                for i in 0..fleet.registry.machines.len() {
                     restore(i, &Restored::Unreadable(why.clone()));
                 }
             }
         }
         Ok(Service {
-            lab: ArcSwap::from_pointee(lab),
-            hub,
+            fleet: ArcSwap::from_pointee(fleet),
+            bus,
             config,
             reloading: Mutex::new(()),
             store: Some(store),
@@ -103,11 +103,11 @@ impl Service {
 
     /// A service without memory (tests, the demo).
     pub fn in_memory(registry: Registry, config: Option<PathBuf>) -> Result<Service, ServiceError> {
-        let hub = Hub::new(None);
-        let lab = Lab::build(registry, Arc::clone(&hub), None)?;
+        let bus = Bus::new(None);
+        let fleet = Fleet::build(registry, Arc::clone(&bus), None)?;
         Ok(Service {
-            lab: ArcSwap::from_pointee(lab),
-            hub,
+            fleet: ArcSwap::from_pointee(fleet),
+            bus,
             config,
             reloading: Mutex::new(()),
             store: None,
@@ -115,12 +115,12 @@ impl Service {
     }
 
     /// The lab serving now. Hold it for a whole request.
-    pub fn lab(&self) -> Arc<Lab> {
-        self.lab.load_full()
+    pub fn fleet(&self) -> Arc<Fleet> {
+        self.fleet.load_full()
     }
 
-    pub fn hub(&self) -> &Arc<Hub> {
-        &self.hub
+    pub fn bus(&self) -> &Arc<Bus> {
+        &self.bus
     }
 
     /// The registry file reloads read, if the service was started from one.
@@ -145,32 +145,32 @@ impl Service {
         registry: Result<Registry, RegistryError>,
     ) -> Result<Reloaded, ServiceError> {
         let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
-        let old = self.lab.load_full();
+        let old = self.fleet.load_full();
         let built = registry
             .map_err(ServiceError::from)
             .and_then(|reg| restart_only(&old.registry, &reg).map(|()| reg))
             .and_then(|reg| {
-                Lab::build(reg, Arc::clone(&self.hub), Some(&old)).map_err(ServiceError::from)
+                Fleet::build(reg, Arc::clone(&self.bus), Some(&old)).map_err(ServiceError::from)
             });
-        let lab = match built {
-            Ok(lab) => lab,
+        let fleet = match built {
+            Ok(fleet) => fleet,
             Err(e) => {
                 tracing::error!(error = %e, "registry reload rejected; the old registry keeps serving");
                 self.ledger(&old.registry.version, "rejected", &e.to_string());
                 return Err(e);
             }
         };
-        let names = |l: &Lab| {
+        let names = |l: &Fleet| {
             l.registry
                 .machines
                 .iter()
                 .map(|m| m.name.clone())
                 .collect::<Vec<_>>()
         };
-        let (before, after) = (names(&old), names(&lab));
+        let (before, after) = (names(&old), names(&fleet));
         let report = Reloaded {
             from_version: old.registry.version.clone(),
-            to_version: lab.registry.version.clone(),
+            to_version: fleet.registry.version.clone(),
             added: after
                 .iter()
                 .filter(|m| !before.contains(m))
@@ -183,7 +183,7 @@ impl Service {
                 .collect(),
             machines: after,
         };
-        self.lab.store(Arc::new(lab));
+        self.fleet.store(Arc::new(fleet));
         tracing::info!(
             from = %report.from_version,
             to = %report.to_version,
@@ -199,7 +199,7 @@ impl Service {
         Ok(report)
     }
     fn ledger(&self, from: &str, to: &str, reason: &str) {
-        self.hub.ledger(Msg::Registry {
+        self.bus.ledger(Msg::Registry {
             at: SystemTime::now(),
             from: from.to_string(),
             to: to.to_string(),
@@ -212,7 +212,7 @@ impl Service {
 pub async fn prune_daily(svc: Arc<Service>) {
     loop {
         if let Some(store) = svc.store() {
-            store.prune(svc.lab().registry.server.keep_ledger);
+            store.prune(svc.fleet().registry.server.keep_ledger);
         }
         tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
     }

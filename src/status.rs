@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::breaker::Phase;
 use crate::clock::{rfc3339, Instant};
+use crate::fleet::Fleet;
 use crate::host;
-use crate::lab::Lab;
 use crate::machines::Snapshot;
 
 mod cli;
@@ -66,14 +66,14 @@ pub struct RouteView {
 }
 
 impl View {
-    /// `lab` now, without the host block.
-    pub fn of(lab: &Lab) -> View {
-        let reg = &lab.registry;
+    /// `fleet` now, without the host block.
+    pub fn of(fleet: &Fleet) -> View {
+        let reg = &fleet.registry;
         let now = Instant::now();
         let wall = SystemTime::now();
-        let machines = (0..lab.machines.len())
+        let machines = (0..fleet.machines.len())
             .map(|i| {
-                let s = lab.machines.snapshot(i);
+                let s = fleet.machines.snapshot(i);
                 let url = reg.machines[i].url.clone();
                 (s.name.clone(), MachineView::of(s, url, now, wall))
             })

@@ -132,7 +132,7 @@ pub enum Msg {
 
 /// One ledger row as `/status/events` shows it.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct Event {
+pub struct LedgerRow {
     pub seq: i64,
     pub at: String,
     pub at_ms: i64,
@@ -148,7 +148,7 @@ pub struct Event {
     pub local_rejections: i64,
 }
 
-impl Event {
+impl LedgerRow {
     /// The breaker states of a machine row; `None` for a registry row, or states this
     /// version cannot read.
     pub fn phases(&self) -> Option<(Phase, Phase)> {
@@ -398,14 +398,14 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
     tx.commit()
 }
 
-/// The columns an [`Event`] is read from, in [`event_row`]'s order.
+/// The columns an [`LedgerRow`] is read from, in [`event_row`]'s order.
 const EVENT_COLUMNS: &str = "seq, at_ms, machine, from_state, to_state, reason, failures, \
     cooldown_until_ms, remote_attempted, registry_version, remote_attempts, local_rejections";
 
-fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerRow> {
     let at_ms: i64 = r.get(1)?;
     let until: Option<i64> = r.get(7)?;
-    Ok(Event {
+    Ok(LedgerRow {
         seq: r.get(0)?,
         at: crate::clock::rfc3339(from_ms(at_ms)),
         at_ms,
@@ -427,7 +427,7 @@ fn select_events(
     path: &Path,
     filter: &str,
     params: impl rusqlite::Params,
-) -> Result<Vec<Event>, StoreError> {
+) -> Result<Vec<LedgerRow>, StoreError> {
     let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(sqlite(path))?;
     let mut stmt = conn
@@ -445,7 +445,7 @@ pub fn events(
     since_ms: Option<i64>,
     before: Option<i64>,
     limit: u32,
-) -> Result<Vec<Event>, StoreError> {
+) -> Result<Vec<LedgerRow>, StoreError> {
     select_events(
         path,
         "WHERE (?1 IS NULL OR machine = ?1) AND (?2 IS NULL OR at_ms >= ?2) AND (?3 IS NULL OR seq < ?3)
@@ -487,7 +487,7 @@ pub fn trips_since(path: &Path, since_ms: i64) -> Result<Vec<(String, u32)>, Sto
 }
 
 /// The last ledger row of each machine before `before_ms`: its state when a window opens.
-pub fn last_rows_before(path: &Path, before_ms: i64) -> Result<Vec<Event>, StoreError> {
+pub fn last_rows_before(path: &Path, before_ms: i64) -> Result<Vec<LedgerRow>, StoreError> {
     select_events(
         path,
         "WHERE seq IN (SELECT MAX(seq) FROM ledger WHERE at_ms < ?1 GROUP BY machine)",

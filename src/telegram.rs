@@ -167,7 +167,7 @@ impl Clock {
 /// Knobs with production defaults; tests shorten them.
 #[derive(Clone, Debug)]
 pub struct Options {
-    pub outbox: outbox::Policy,
+    pub outbox: outbox::Retries,
     /// One request to Telegram at most (connect, send, answer). Keep it over 10s:
     /// teloxide pauses 10s after a 5xx before reading the body, inside this timeout.
     pub send_timeout: Duration,
@@ -181,7 +181,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Options {
         Options {
-            outbox: outbox::Policy::default(),
+            outbox: outbox::Retries::default(),
             send_timeout: Duration::from_secs(20),
             sample_every: Duration::from_secs(60),
             tick: Duration::from_secs(60),
@@ -215,7 +215,7 @@ impl Drop for Running {
 /// `serve`: starts Telegram when the registry has a `telegram:` block. A missing token is
 /// logged and Telegram stays off; routing never depends on it.
 pub fn spawn(svc: &Arc<Service>) -> Option<Running> {
-    let config = svc.lab().registry.telegram.clone()?;
+    let config = svc.fleet().registry.telegram.clone()?;
     match Settings::from_config(&config) {
         Ok(settings) => match start(Arc::clone(svc), settings, Options::default()) {
             Ok(running) => Some(running),
@@ -241,7 +241,7 @@ pub fn start(
     let (outbox, rx) = Outbox::new(opts.outbox.capacity);
     let store_tx = svc.store().map(store::Store::sender);
     // Subscribed before returning: no transition after start is missed.
-    let transitions = svc.hub().subscribe();
+    let transitions = svc.bus().subscribe();
     let boot_ms = opts.clock.now().as_millisecond();
     tracing::info!(chat_id = settings.chat_id, digest_at = ?settings.digest_at, "telegram alerts and digest on");
     let tasks = vec![
@@ -273,10 +273,10 @@ pub async fn send_offline(reg: &Registry) -> Result<usize, TelegramError> {
     let settings = Settings::from_config(config)?;
     let client = settings.client(Duration::from_secs(20))?;
     let parts = render_offline(reg, Timestamp::now()).await?;
-    let policy = outbox::Policy {
+    let policy = outbox::Retries {
         max_age: Duration::from_secs(30),
         base_delay: Duration::from_secs(1),
-        ..outbox::Policy::default()
+        ..outbox::Retries::default()
     };
     for (i, text) in parts.iter().enumerate() {
         let msg = Message::new("digest", text.clone());

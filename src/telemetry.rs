@@ -11,7 +11,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::breaker::Phase;
-use crate::lab::Lab;
+use crate::fleet::Fleet;
 
 /// Latency buckets (seconds): from a fast-fail to a long generation.
 const BUCKETS: &[f64] = &[
@@ -82,12 +82,12 @@ fn describe() {
     );
 }
 
-/// Sets every breaker's state gauge from `lab`: breakers built before [`install`] set
+/// Sets every breaker's state gauge from `fleet`: breakers built before [`install`] set
 /// theirs into no recorder.
-pub fn breaker_states(lab: &Lab) {
-    for (i, m) in lab.registry.machines.iter().enumerate() {
+pub fn breaker_states(fleet: &Fleet) {
+    for (i, m) in fleet.registry.machines.iter().enumerate() {
         metrics::gauge!("labrouter_breaker_state", "machine" => m.name.clone())
-            .set(phase_value(lab.machines.phase(i)));
+            .set(phase_value(fleet.machines.phase(i)));
     }
 }
 

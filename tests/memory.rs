@@ -114,7 +114,7 @@ impl Router {
     }
 
     fn state(&self, machine: &str) -> String {
-        let lab = self.svc.lab();
+        let lab = self.svc.fleet();
         let i = lab.registry.machine_index(machine).unwrap();
         lab.machines.phase(i).as_str().to_string()
     }
@@ -464,7 +464,7 @@ async fn old_ledger_rows_are_pruned() {
     }
     let r = Router::start(&yaml).await;
     let store = r.svc.store().unwrap();
-    store.prune(r.svc.lab().registry.server.keep_ledger);
+    store.prune(r.svc.fleet().registry.server.keep_ledger);
     assert!(store.flush(Duration::from_secs(5)));
     let v = r.events("machine=gpu-box").await;
     let reasons: Vec<&str> = v["events"]

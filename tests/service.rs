@@ -102,7 +102,7 @@ async fn chat(base: &str, model: &str) -> reqwest::Response {
 }
 
 fn phase(svc: &Service, machine: &str) -> String {
-    let lab = svc.lab();
+    let lab = svc.fleet();
     let i = lab.registry.machine_index(machine).unwrap();
     lab.machines.phase(i).as_str().to_string()
 }
@@ -165,7 +165,7 @@ async fn a_valid_reload_keeps_breaker_state_drops_removed_and_routes_new_machine
     // Remove it again: it goes, requests naming it are told so.
     lab.write(&lab.yaml());
     svc.reload().unwrap();
-    assert!(svc.lab().registry.machine_index("mac-studio").is_none());
+    assert!(svc.fleet().registry.machine_index("mac-studio").is_none());
     assert_eq!(chat(&base, "mac-coder").await.status(), 400);
     assert_eq!(phase(&svc, "gpu-box"), "open");
 }
@@ -175,7 +175,7 @@ async fn an_invalid_reload_is_rejected_and_the_old_registry_keeps_serving() {
     let lab = Lab::start().await;
     lab.write(&lab.yaml());
     let (svc, base) = lab.serve().await;
-    let version = svc.lab().registry.version.clone();
+    let version = svc.fleet().registry.version.clone();
     lab.write(&lab.yaml().replace("chain: [small]", "chain: [smal]"));
     let resp = reqwest::Client::new()
         .post(format!("{base}/admin/reload"))
@@ -189,7 +189,7 @@ async fn an_invalid_reload_is_rejected_and_the_old_registry_keeps_serving() {
         msg.contains("registry.yaml:") && msg.contains("unknown model 'smal'"),
         "{msg}"
     );
-    assert_eq!(svc.lab().registry.version, version);
+    assert_eq!(svc.fleet().registry.version, version);
     assert_eq!(
         chat(&base, "chat").await.status(),
         200,
@@ -217,7 +217,7 @@ async fn a_401_pause_is_lifted_by_a_reload() {
 /// Polls (bounded: up to 10s in 20ms steps) until the service serves another registry.
 async fn reloaded(svc: &Service, before: &str) -> bool {
     for _ in 0..500 {
-        if svc.lab().registry.version != before {
+        if svc.fleet().registry.version != before {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -232,7 +232,7 @@ async fn saving_the_registry_file_reloads_it() {
     let svc = lab.service();
     // run watches the file because the service knows it.
     let running = Running::start(Arc::clone(&svc), RunOptions::default()).await;
-    let before = svc.lab().registry.version.clone();
+    let before = svc.fleet().registry.version.clone();
     lab.write(&lab.yaml().replace(
         "keywords: [image, photo]",
         "keywords: [image, photo, diagram]",
@@ -241,7 +241,7 @@ async fn saving_the_registry_file_reloads_it() {
         reloaded(&svc, &before).await,
         "the watcher reloaded the saved file"
     );
-    assert!(svc.lab().registry.routes[1]
+    assert!(svc.fleet().registry.routes[1]
         .keywords
         .contains(&"diagram".to_string()));
     running.stop().await.unwrap();
@@ -252,7 +252,7 @@ async fn a_reload_trigger_reloads_the_registry_file() {
     let lab = Lab::start().await;
     lab.write(&lab.yaml());
     let svc = lab.service();
-    let before = svc.lab().registry.version.clone();
+    let before = svc.fleet().registry.version.clone();
     // Saved before run starts watching: only the trigger can reload it.
     lab.write(&lab.yaml().replace(
         "keywords: [image, photo]",
@@ -269,7 +269,7 @@ async fn a_reload_trigger_reloads_the_registry_file() {
         reloaded(&svc, &before).await,
         "the trigger reloaded the file"
     );
-    assert!(svc.lab().registry.routes[1]
+    assert!(svc.fleet().registry.routes[1]
         .keywords
         .contains(&"diagram".to_string()));
     running.stop().await.unwrap();

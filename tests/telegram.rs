@@ -20,7 +20,7 @@ use labrouter::sim::{Fault, Sim};
 use labrouter::store::{self, Msg, Store};
 use labrouter::telegram::alerts::{self, Alert, Alerts, Change};
 use labrouter::telegram::digest::{self, Host, Input, MachineNow, Row, Sample};
-use labrouter::telegram::outbox::{self, Message, Policy};
+use labrouter::telegram::outbox::{self, Message, Retries};
 use labrouter::telegram::text::plain;
 use labrouter::telegram::{schedule, Clock, Options, Running, Settings, LAST_DIGEST};
 use labrouter::Service;

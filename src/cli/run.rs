@@ -42,7 +42,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             image,
         } => {
             let reg = Registry::load(&config)?;
-            let router = crate::route::Router::new(&reg);
+            let router = crate::route::Matcher::new(&reg);
             let decision = match router.decide(&reg, None, model.as_deref(), &text, image) {
                 Ok(d) => d,
                 Err(e) => bail!("{e}"),
@@ -120,7 +120,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
 /// SIGTERM.
 async fn serve(config: &Path) -> anyhow::Result<ExitCode> {
     let svc = Arc::new(Service::open(config)?);
-    let listen = svc.lab().registry.server.listen;
+    let listen = svc.fleet().registry.server.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::traffic::{Done, Served};
 use super::Summary;
 use crate::breaker::Phase;
-use crate::lab::Lab;
+use crate::fleet::Fleet;
 use crate::machines::Transitioned;
 use crate::outcome::{words, Reason};
 
@@ -88,7 +88,7 @@ fn phase_word(p: Phase) -> String {
 
 /// One breaker transition in plain words. `down_for`: since the machine's trip, when it
 /// closes again.
-pub fn transition(t: &Transitioned, lab: &Lab, down_for: Option<Duration>) -> String {
+pub fn transition(t: &Transitioned, fleet: &Fleet, down_for: Option<Duration>) -> String {
     let m = &t.machine;
     let tr = &t.transition;
     let cooldown = words(t.verdict.cooldown);
@@ -97,7 +97,7 @@ pub fn transition(t: &Transitioned, lab: &Lab, down_for: Option<Duration>) -> St
             "{m} OPEN after {} failures in a row, last: {}. Skipped with no network for {cooldown}; {}",
             tr.failures,
             tr.reason,
-            reroutes(lab, m)
+            reroutes(fleet, m)
         ),
         (Phase::HalfOpen, Phase::Open) => format!(
             "{m} OPEN again, {}; cooldown backs off to {cooldown}",
@@ -123,14 +123,14 @@ pub fn transition(t: &Transitioned, lab: &Lab, down_for: Option<Duration>) -> St
 }
 
 /// Where the routes that start on `machine` go now that it is open.
-fn reroutes(lab: &Lab, machine: &str) -> String {
-    let reg = &lab.registry;
+fn reroutes(fleet: &Fleet, machine: &str) -> String {
+    let reg = &fleet.registry;
     let Some(mi) = reg.machine_index(machine) else {
         return String::new();
     };
     let open = |i: usize| {
         matches!(
-            lab.machines.phase(i),
+            fleet.machines.phase(i),
             Phase::Open | Phase::ForcedOpen | Phase::AuthFailed
         )
     };

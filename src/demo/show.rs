@@ -15,7 +15,7 @@ use super::setup::{self, scaled, Act, Step};
 use super::traffic::{Done, Traffic};
 use super::{DemoError, MachineSummary, Summary};
 use crate::breaker::Phase;
-use crate::lab::Lab;
+use crate::fleet::Fleet;
 use crate::machines::Transitioned;
 use crate::sim::{Fault, Sim};
 
@@ -37,7 +37,7 @@ struct Tally {
 pub struct Show<'a> {
     speed: f64,
     start: Instant,
-    lab: Arc<Lab>,
+    fleet: Arc<Fleet>,
     sims: &'a [Sim; 3],
     traffic: Arc<Traffic>,
     narrator: Narrator<'a>,
@@ -53,12 +53,12 @@ impl<'a> Show<'a> {
     pub fn new(
         speed: f64,
         start: Instant,
-        lab: Arc<Lab>,
+        fleet: Arc<Fleet>,
         sims: &'a [Sim; 3],
         traffic: Arc<Traffic>,
         narrator: Narrator<'a>,
     ) -> Self {
-        let tallies = lab
+        let tallies = fleet
             .registry
             .machines
             .iter()
@@ -67,7 +67,7 @@ impl<'a> Show<'a> {
         Show {
             speed,
             start,
-            lab,
+            fleet,
             sims,
             traffic,
             narrator,
@@ -125,7 +125,7 @@ impl<'a> Show<'a> {
     }
 
     fn machine(&self, name: &str) -> Option<usize> {
-        self.lab.registry.machine_index(name)
+        self.fleet.registry.machine_index(name)
     }
 
     fn on_step(&mut self, step: Step, stop: &watch::Sender<bool>) -> Result<(), DemoError> {
@@ -134,7 +134,7 @@ impl<'a> Show<'a> {
             Act::Break(s, fault) => {
                 let sim = &self.sims[s];
                 if let Some(i) = self.machine(sim.name()) {
-                    let attempts = self.lab.machines.snapshot(i).remote_attempts;
+                    let attempts = self.fleet.machines.snapshot(i).remote_attempts;
                     self.tallies[i].base = Some((attempts, sim.work_hits()));
                     self.traffic.down[i].store(true, Ordering::Relaxed);
                 }
@@ -145,7 +145,7 @@ impl<'a> Show<'a> {
                 sim.set(Fault::Ok);
                 if let Some(i) = self.machine(sim.name()) {
                     self.traffic.down[i].store(false, Ordering::Relaxed);
-                    let attempts = self.lab.machines.snapshot(i).remote_attempts;
+                    let attempts = self.fleet.machines.snapshot(i).remote_attempts;
                     let tally = &mut self.tallies[i];
                     if let Some((a, h)) = tally.base.take() {
                         tally.attempts_while_down += attempts.saturating_sub(a);
@@ -178,7 +178,7 @@ impl<'a> Show<'a> {
             }
         }
         self.seen.clear();
-        let line = narrate::transition(t, &self.lab, down_for);
+        let line = narrate::transition(t, &self.fleet, down_for);
         self.narrator.say(&line)?;
         Ok(())
     }
@@ -206,14 +206,14 @@ impl<'a> Show<'a> {
     /// The live line: counts, and the machines whose breaker is not closed. Kept under 80
     /// columns, since `\r` cannot rewrite a line the terminal has wrapped.
     fn draw(&mut self) -> Result<(), DemoError> {
-        let lab = &self.lab;
-        let held: Vec<String> = (0..lab.machines.len())
-            .filter(|&i| lab.machines.phase(i) != Phase::Closed)
+        let fleet = &self.fleet;
+        let held: Vec<String> = (0..fleet.machines.len())
+            .filter(|&i| fleet.machines.phase(i) != Phase::Closed)
             .map(|i| {
                 format!(
                     "{} {}",
-                    lab.registry.machines[i].name,
-                    lab.machines.phase(i)
+                    fleet.registry.machines[i].name,
+                    fleet.machines.phase(i)
                 )
             })
             .collect();
@@ -236,7 +236,7 @@ impl<'a> Show<'a> {
 
     pub fn summary(&self, elapsed: Duration) -> Summary {
         let machines = self
-            .lab
+            .fleet
             .registry
             .machines
             .iter()

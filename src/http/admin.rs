@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{AppError, Code};
 use crate::breaker::{Event, Phase};
 use crate::service::{Reloaded, Service};
-use crate::store::Event as LedgerRow;
+use crate::store::LedgerRow;
 
 /// Query of `GET /status/events`.
 #[derive(Debug, Deserialize)]
@@ -144,9 +144,9 @@ pub async fn breaker(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<Breaker>, AppError> {
-    let lab = svc.lab();
-    let i = lab.registry.machine_index(&machine).ok_or_else(|| {
-        let known: Vec<&str> = lab
+    let fleet = svc.fleet();
+    let i = fleet.registry.machine_index(&machine).ok_or_else(|| {
+        let known: Vec<&str> = fleet
             .registry
             .machines
             .iter()
@@ -197,9 +197,9 @@ pub async fn breaker(
         Action::Close => Event::ForceClose(words),
         Action::Reset => Event::Reset(words),
     };
-    lab.machines.step(i, event);
+    fleet.machines.step(i, event);
     Ok(Json(Breaker {
-        state: lab.machines.phase(i),
+        state: fleet.machines.phase(i),
         machine,
     }))
 }

@@ -123,14 +123,18 @@ mod tests {
     async fn an_error_renders_as_openais_envelope() {
         let resp = AppError::new(Code::ModelNotFound, "no model 'x'").into_response();
         assert_eq!(resp.status(), 400);
-        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
         assert_eq!(
             std::str::from_utf8(&bytes).unwrap(),
             r#"{"error":{"type":"invalid_request_error","code":"model_not_found","message":"no model 'x'","param":null}}"#
         );
         let resp = AppError::new(Code::ReloadFailed, "x").into_response();
         assert_eq!(resp.status(), 500);
-        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
         assert!(std::str::from_utf8(&bytes)
             .unwrap()
             .contains(r#""type":"server_error""#));

@@ -14,8 +14,8 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::lab::Lab;
 use super::error::{AppError, Code};
+use crate::fleet::Fleet;
 use crate::registry::Server;
 use crate::service::Service;
 use crate::text::bounded;
@@ -33,16 +33,16 @@ const EXPOSED_HEADERS: &str =
 
 /// The middleware: every request passes here before any handler.
 pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
-    let lab = svc.lab();
+    let fleet = svc.fleet();
     let path = req.uri().path();
     // The router's own liveness answers everyone: it says nothing and changes nothing.
     if path == "/healthz" {
         return next.run(req).await;
     }
     let headers = req.headers();
-    let keyed = !lab.api_keys.is_empty();
-    let has_key = valid_key(headers, &lab);
-    let server = &lab.registry.server;
+    let keyed = !fleet.api_keys.is_empty();
+    let has_key = valid_key(headers, &fleet);
+    let server = &fleet.registry.server;
     // Served without a key from a trusted network: a LAN browser on a page whose name was
     // rebound to this router must not ride on that exemption, so the Host is checked too;
     // an IP address as Host cannot be rebound, so it passes (Home Assistant's base URL).
@@ -64,7 +64,7 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
         }
     }
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    let origin_ok = origin.map(|o| origin_allowed(o, &req, &lab.registry.server));
+    let origin_ok = origin.map(|o| origin_allowed(o, &req, &fleet.registry.server));
     if req.method() == Method::OPTIONS
         && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
@@ -130,8 +130,8 @@ fn peer(req: &Request) -> Option<IpAddr> {
         .map(|c| c.0.ip())
 }
 
-fn valid_key(headers: &HeaderMap, lab: &Lab) -> bool {
-    if lab.api_keys.is_empty() {
+fn valid_key(headers: &HeaderMap, fleet: &Fleet) -> bool {
+    if fleet.api_keys.is_empty() {
         return false;
     }
     let token = headers
@@ -140,14 +140,15 @@ fn valid_key(headers: &HeaderMap, lab: &Lab) -> bool {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     token.is_some_and(|t| {
-        lab.api_keys
+        fleet
+            .api_keys
             .iter()
-            .any(|k| same(k.as_bytes(), t.as_bytes()))
+            .any(|k| constant_time_eq(k.as_bytes(), t.as_bytes()))
     })
 }
 
 /// Compares without stopping at the first differing byte.
-fn same(a: &[u8], b: &[u8]) -> bool {
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

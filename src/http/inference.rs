@@ -11,37 +11,41 @@ use serde::Serialize;
 
 use super::error::{AppError, Code};
 use crate::body::Unread;
-use crate::lab::Lab;
+use crate::fleet::Fleet;
 use crate::registry::parse_duration_max;
 use crate::request::Parsed;
 use crate::service::Service;
 use crate::upstream::Endpoint;
 
 pub async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
-    completion(svc.lab(), Endpoint::Chat, req).await
+    completion(svc.fleet(), Endpoint::Chat, req).await
 }
 
 pub async fn completions(
     State(svc): State<Arc<Service>>,
     req: Request,
 ) -> Result<Response, AppError> {
-    completion(svc.lab(), Endpoint::Completions, req).await
+    completion(svc.fleet(), Endpoint::Completions, req).await
 }
 
 pub async fn embeddings(
     State(svc): State<Arc<Service>>,
     req: Request,
 ) -> Result<Response, AppError> {
-    completion(svc.lab(), Endpoint::Embeddings, req).await
+    completion(svc.fleet(), Endpoint::Embeddings, req).await
 }
 
 /// The longest `x-labrouter-wait` a request may ask for; the request's deadline bounds it
 /// further.
 const WAIT_MAX: Duration = Duration::from_secs(86_400);
 
-async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Result<Response, AppError> {
+async fn completion(
+    fleet: Arc<Fleet>,
+    endpoint: Endpoint,
+    req: Request,
+) -> Result<Response, AppError> {
     let (parts, body) = req.into_parts();
-    let server = &lab.registry.server;
+    let server = &fleet.registry.server;
     let (max, idle) = (server.max_body, server.idle_timeout);
     let declared = parts
         .headers
@@ -75,7 +79,7 @@ async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Result<R
         .map_err(|e| AppError::new(Code::InvalidHeader, format!("x-labrouter-wait: {e}")))?;
     // A vector store must never get vectors from a model it did not ask for (SPEC §4).
     if endpoint == Endpoint::Embeddings && matches!(parsed.model.as_deref(), None | Some("auto")) {
-        let names: Vec<&str> = lab
+        let names: Vec<&str> = fleet
             .registry
             .models
             .iter()
@@ -89,17 +93,17 @@ async fn completion(lab: Arc<Lab>, endpoint: Endpoint, req: Request) -> Result<R
             ),
         ));
     }
-    let decision = lab
-        .router
+    let decision = fleet
+        .matcher
         .decide(
-            &lab.registry,
+            &fleet.registry,
             header("x-labrouter-route"),
             parsed.model.as_deref(),
             &parsed.text,
             parsed.has_image,
         )
         .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
-    Ok(crate::proxy::forward(lab, endpoint, parsed, decision, wait).await)
+    Ok(crate::proxy::forward(fleet, endpoint, parsed, decision, wait).await)
 }
 
 /// `GET /v1/models`: logical models and routes, in OpenAI's list shape.
@@ -125,8 +129,8 @@ struct ModelEntry {
 }
 
 pub async fn models(State(svc): State<Arc<Service>>) -> Json<ModelList> {
-    let lab = svc.lab();
-    let reg = &lab.registry;
+    let fleet = svc.fleet();
+    let reg = &fleet.registry;
     let route = |id: &str, chain: Option<Vec<String>>| ModelEntry {
         backend: None,
         chain,

@@ -7,7 +7,7 @@ use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::lab::Lab;
+use crate::fleet::Fleet;
 use crate::outcome::{Attempted, Reason, Unserved};
 
 /// The error body.
@@ -38,10 +38,10 @@ struct Entry<'a> {
     retry_after_ms: Option<u64>,
 }
 
-pub fn nothing_served(lab: &Lab, route: &str, attempts: &[Attempted]) -> Response {
+pub fn nothing_served(fleet: &Fleet, route: &str, attempts: &[Attempted]) -> Response {
     let unserved = Unserved::of(attempts);
     let retry_after = attempts.iter().filter_map(|a| a.retry_after).min();
-    let name = |a: &Attempted| lab.registry.target_name(a.target.0);
+    let name = |a: &Attempted| fleet.registry.target_name(a.target.0);
     let parts: Vec<String> = attempts.iter().map(|a| a.describe(&name(a))).collect();
     let message = if parts.is_empty() {
         format!("route '{route}': no target available")

@@ -34,18 +34,18 @@ const CODE: usize = 0;
 const VISION: usize = 1;
 const CHAT: usize = 2;
 
-fn lab() -> (Registry, Router) {
+fn lab() -> (Registry, Matcher) {
     from_yaml(LAB)
 }
 
-fn from_yaml(yaml: &str) -> (Registry, Router) {
+fn from_yaml(yaml: &str) -> (Registry, Matcher) {
     let reg = Registry::parse(yaml, "registry.yaml").expect("test registry is valid");
-    let router = Router::new(&reg);
+    let router = Matcher::new(&reg);
     (reg, router)
 }
 
 /// Keyword routing of `text` (model `auto`, no header, no image).
-fn route_of(reg: &Registry, router: &Router, text: &str) -> Decision {
+fn route_of(reg: &Registry, router: &Matcher, text: &str) -> Routed {
     router.decide(reg, None, Some("auto"), text, false).unwrap()
 }
 

@@ -25,8 +25,8 @@ routes:
     chain: [small]
 ";
 
-fn lab() -> Lab {
-    Lab::new(Registry::parse(YAML, "registry.yaml").unwrap()).unwrap()
+fn fleet() -> Fleet {
+    Fleet::new(Registry::parse(YAML, "registry.yaml").unwrap()).unwrap()
 }
 
 /// Every field set, `Some` and `None` both present.
@@ -79,7 +79,7 @@ fn a_view_round_trips_through_json() {
     let v = sample();
     let text = serde_json::to_string(&v).unwrap();
     assert_eq!(serde_json::from_str::<View>(&text).unwrap(), v);
-    let bare = View::of(&lab());
+    let bare = View::of(&fleet());
     let text = serde_json::to_string(&bare).unwrap();
     assert_eq!(serde_json::from_str::<View>(&text).unwrap(), bare);
 }
@@ -88,7 +88,7 @@ fn a_view_round_trips_through_json() {
 /// block until the handler adds one.
 #[test]
 fn the_wire_shape_is_the_sorted_maps_it_always_was() {
-    let v = View::of(&lab());
+    let v = View::of(&fleet());
     let text = serde_json::to_string(&v).unwrap();
     let machine = |url: &str| {
         format!(
@@ -125,15 +125,15 @@ fn the_wire_shape_is_the_sorted_maps_it_always_was() {
 
 #[test]
 fn an_open_breaker_shows_its_cooldown_and_when_it_opened() {
-    let lab = lab();
-    let i = lab.registry.machine_index("gpu-box").unwrap();
+    let fleet = fleet();
+    let i = fleet.registry.machine_index("gpu-box").unwrap();
     for _ in 0..10 {
-        lab.machines.step(
+        fleet.machines.step(
             i,
             Event::HealthFailed(Failure::of_kind(FailureKind::Refused)),
         );
     }
-    let v = View::of(&lab);
+    let v = View::of(&fleet);
     let gpu = &v.machines["gpu-box"];
     assert_eq!(gpu.state, Phase::Open);
     assert!(gpu.cooldown_left_ms > 0 && gpu.cooldown_left_ms <= gpu.cooldown_ms);

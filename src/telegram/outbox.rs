@@ -23,7 +23,7 @@ use crate::store::Msg;
 
 /// How the sender retries and when it gives up.
 #[derive(Clone, Debug)]
-pub struct Policy {
+pub struct Retries {
     /// Messages waiting at most; more are dropped (with a log line) until it drains.
     pub capacity: usize,
     /// The first retry's delay; doubled per failure up to `max_delay`.
@@ -33,9 +33,9 @@ pub struct Policy {
     pub max_age: Duration,
 }
 
-impl Default for Policy {
-    fn default() -> Policy {
-        Policy {
+impl Default for Retries {
+    fn default() -> Retries {
+        Retries {
             capacity: 256,
             base_delay: Duration::from_secs(2),
             max_delay: Duration::from_secs(10 * 60),
@@ -200,7 +200,7 @@ impl Client {
 pub async fn run(
     mut rx: mpsc::Receiver<Message>,
     client: Client,
-    policy: Policy,
+    policy: Retries,
     store: Option<std_mpsc::Sender<Msg>>,
 ) {
     while let Some(msg) = rx.recv().await {
@@ -213,7 +213,7 @@ pub async fn run(
 }
 
 /// Tries one message until it is sent, refused for good, or a day old.
-pub async fn deliver(client: &Client, msg: &Message, policy: &Policy) -> bool {
+pub async fn deliver(client: &Client, msg: &Message, policy: &Retries) -> bool {
     let mut failures = 0u32;
     loop {
         let age = msg.queued.elapsed();

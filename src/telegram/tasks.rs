@@ -44,9 +44,9 @@ pub(super) async fn alert_loop(
         let Some(alert) = alerts.on(&alerts::Change::from(&t)) else {
             continue;
         };
-        let lab = svc.lab();
-        let fbs = alerts::fallbacks(&lab.registry, alert.machine(), |i| {
-            lab.machines.phase(i) != Phase::Closed
+        let fleet = svc.fleet();
+        let fbs = alerts::fallbacks(&fleet.registry, alert.machine(), |i| {
+            fleet.machines.phase(i) != Phase::Closed
         });
         let what = match alert {
             alerts::Alert::Page { .. } => "page",
@@ -105,10 +105,10 @@ pub(super) async fn digest_loop(
 /// Writes the live counters of every machine to the store (for the digest's counts).
 fn sample(svc: &Service, clock: &Clock, boot_ms: i64) {
     let Some(st) = svc.store() else { return };
-    let lab = svc.lab();
-    let machines = (0..lab.machines.len())
+    let fleet = svc.fleet();
+    let machines = (0..fleet.machines.len())
         .map(|i| {
-            let s = lab.machines.snapshot(i);
+            let s = fleet.machines.snapshot(i);
             (s.name, s.remote_attempts, s.local_rejections, s.rerouted)
         })
         .collect();
@@ -166,10 +166,10 @@ async fn queue_digest(
 
 /// The machines of the serving registry with their live breakers and counters.
 fn live_machines(svc: &Service, now: Timestamp, boot_ms: i64) -> Vec<MachineNow> {
-    let lab = svc.lab();
-    (0..lab.machines.len())
+    let fleet = svc.fleet();
+    (0..fleet.machines.len())
         .map(|i| {
-            let s = lab.machines.snapshot(i);
+            let s = fleet.machines.snapshot(i);
             MachineNow {
                 state: s.breaker.phase,
                 counters: Some(Sample {

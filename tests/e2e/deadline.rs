@@ -26,7 +26,11 @@ async fn a_machine_out_of_its_own_total_is_a_failure_and_the_chain_moves_on() {
     t.gpu.set(Fault::SlowFirstByte(Duration::from_secs(60)));
     let started = tokio::time::Instant::now();
     let resp = t.chat("code", "fix this bug").await;
-    assert_eq!(resp.status(), 200, "the request's deadline (10 m) still had time");
+    assert_eq!(
+        resp.status(),
+        200,
+        "the request's deadline (10 m) still had time"
+    );
     assert_eq!(header(&resp, "x-labrouter-target"), "coder-cpu@ubuntu-box");
     assert_eq!(
         header(&resp, "x-labrouter-skipped"),
@@ -40,7 +44,10 @@ async fn a_machine_out_of_its_own_total_is_a_failure_and_the_chain_moves_on() {
         "the GPU box's own total, not its answer, ended its try: {waited:?}"
     );
     let gpu = t.lab.machines.snapshot(0);
-    assert_eq!(gpu.breaker.failures, 1, "its own total is a qualifying failure");
+    assert_eq!(
+        gpu.breaker.failures, 1,
+        "its own total is a qualifying failure"
+    );
     assert_eq!(
         gpu.breaker.last_reason.as_deref(),
         Some("no complete answer within 20s (timeouts.total)")
@@ -51,7 +58,8 @@ async fn a_machine_out_of_its_own_total_is_a_failure_and_the_chain_moves_on() {
 async fn the_requests_deadline_ends_the_walk_with_504() {
     let t = TestLab::start().await;
     // Every machine keeps 10 m, so the GPU box's total is the request's deadline.
-    t.gpu.set(Fault::SlowFirstByte(Duration::from_secs(11 * 60)));
+    t.gpu
+        .set(Fault::SlowFirstByte(Duration::from_secs(11 * 60)));
     let resp = t.chat("code", "fix this bug").await;
     assert_eq!(resp.status(), 504);
     assert_eq!(
@@ -62,5 +70,9 @@ async fn the_requests_deadline_ends_the_walk_with_504() {
     assert_eq!(v["error"]["type"], "timeout");
     assert_eq!(v["error"]["code"], "deadline_exceeded");
     assert_eq!(v["error"]["attempts"].as_array().unwrap().len(), 1);
-    assert_eq!(t.work(), (1, 0, 0), "nothing is sent once the deadline has passed");
+    assert_eq!(
+        t.work(),
+        (1, 0, 0),
+        "nothing is sent once the deadline has passed"
+    );
 }

@@ -155,11 +155,11 @@ async fn an_unset_keys_variable_refuses_to_start() {
         "",
     );
     let reg = labrouter::registry::Registry::parse(&yaml, "test.yaml").unwrap();
-    let e = labrouter::Lab::new(reg).expect_err("refused");
+    let e = labrouter::Fleet::new(reg).expect_err("refused");
     assert!(e.to_string().contains("LR_TEST_SURELY_UNSET_KEYS"), "{e}");
     // IPv4-mapped loopback is loopback: no keys needed.
     let yaml = crate::support::registry_yaml_with(&t.gpu, &t.cpu, &t.local, "", "")
         .replace("listen: 127.0.0.1:0", "listen: \"[::ffff:127.0.0.1]:0\"");
     let reg = labrouter::registry::Registry::parse(&yaml, "test.yaml").unwrap();
-    assert!(labrouter::Lab::new(reg).is_ok());
+    assert!(labrouter::Fleet::new(reg).is_ok());
 }

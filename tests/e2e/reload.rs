@@ -48,7 +48,7 @@ async fn a_reload_during_a_probe_keeps_its_verdict() {
     t.svc
         .swap(Registry::parse(&yaml, "test.yaml"))
         .expect("reload applies");
-    let lab = t.svc.lab();
+    let lab = t.svc.fleet();
     let gpu = lab.registry.machine_index("gpu-box").unwrap();
     assert_eq!(
         lab.machines.snapshot(gpu).inflight,
@@ -85,7 +85,7 @@ async fn a_reload_during_a_probe_keeps_its_verdict() {
 #[tokio::test(start_paused = true)]
 async fn a_reload_that_changes_listen_or_keys_is_rejected() {
     let t = TestLab::start().await;
-    let version = t.svc.lab().registry.version.clone();
+    let version = t.svc.fleet().registry.version.clone();
     let base = registry_yaml_with(&t.gpu, &t.cpu, &t.local, "", "");
     for (changed, setting) in [
         (
@@ -106,7 +106,7 @@ async fn a_reload_that_changes_listen_or_keys_is_rejected() {
             .expect_err("rejected");
         let msg = e.to_string();
         assert!(msg.contains(setting) && msg.contains("restart"), "{msg}");
-        assert_eq!(t.svc.lab().registry.version, version);
+        assert_eq!(t.svc.fleet().registry.version, version);
     }
     assert_eq!(t.chat("code", "hi").await.status(), 200);
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use labrouter::registry::Registry;
 use labrouter::sim::Sim;
-use labrouter::{Lab, Service};
+use labrouter::{Fleet, Service};
 use serde_json::{json, Value};
 
 pub struct TestLab {
@@ -15,8 +15,8 @@ pub struct TestLab {
     pub cpu: Sim,
     pub local: Sim,
     pub svc: Arc<Service>,
-    /// The lab the service started with (tests that reload read `svc.lab()`).
-    pub lab: Arc<Lab>,
+    /// The lab the service started with (tests that reload read `svc.fleet()`).
+    pub lab: Arc<Fleet>,
     pub base: String,
     pub client: reqwest::Client,
 }
@@ -182,12 +182,12 @@ pub async fn content(resp: reqwest::Response) -> String {
 }
 
 /// Serves `svc` on a loopback port for the rest of the test; returns its base URL.
-pub async fn serve(svc: Arc<Service>) -> (String, Arc<Lab>) {
+pub async fn serve(svc: Arc<Service>) -> (String, Arc<Fleet>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let lab = svc.lab();
+    let lab = svc.fleet();
     tokio::spawn(labrouter::serve(
         listener,
         svc,

@@ -16,7 +16,7 @@ pub(crate) struct Lab {
 
 pub(crate) fn quick() -> Options {
     Options {
-        outbox: Policy {
+        outbox: Retries {
             capacity: 64,
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(1),
@@ -87,7 +87,7 @@ impl Lab {
     }
 
     pub(crate) fn state(&self, machine: &str) -> String {
-        let lab = self.svc.lab();
+        let lab = self.svc.fleet();
         lab.machines
             .phase(lab.registry.machine_index(machine).unwrap())
             .as_str()

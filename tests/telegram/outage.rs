@@ -156,13 +156,13 @@ async fn the_token_is_in_no_log_line_and_old_messages_are_dropped_with_a_log_lin
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let mut config = lab.svc.lab().registry.telegram.clone().unwrap();
+    let mut config = lab.svc.fleet().registry.telegram.clone().unwrap();
     config.api_url = Some(format!("http://127.0.0.1:{port}"));
     let settings = Settings::with_token(&config, TOKEN).unwrap();
     let client = settings.client(Duration::from_secs(2)).unwrap();
     let err = client.send("x").await.unwrap_err();
     assert!(!err.to_string().contains(TOKEN), "{err}");
-    let policy = Policy {
+    let policy = Retries {
         max_age: Duration::from_secs(60),
         base_delay: Duration::from_secs(1),
         max_delay: Duration::from_secs(10),

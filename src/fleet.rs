@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use crate::machines::{Hub, Machines};
+use crate::machines::{Bus, Machines};
 use crate::registry::Registry;
-use crate::route::Router;
+use crate::route::Matcher;
 use crate::upstream::Upstream;
 
 #[derive(Debug)]
-pub struct Lab {
+pub struct Fleet {
     pub registry: Registry,
-    pub router: Router,
+    pub matcher: Matcher,
     pub machines: Machines,
     /// Indexed like `registry.machines`; built once, so no request builds a client.
     pub upstreams: Vec<Arc<Upstream>>,
@@ -40,7 +40,7 @@ impl ApiKeys {
 
 /// The lab could not be started from this registry.
 #[derive(Debug, thiserror::Error)]
-pub enum LabError {
+pub enum FleetError {
     #[error("server.listen is {listen}, which is not loopback, and no API keys are set: set server.api_keys_env to an environment variable holding comma-separated bearer tokens (and export it), or listen on 127.0.0.1")]
     OpenWithoutKeys { listen: std::net::SocketAddr },
     #[error("server.api_keys_env names {var}, which is unset or holds no key: export {var} with comma-separated bearer tokens, or remove api_keys_env")]
@@ -49,15 +49,19 @@ pub enum LabError {
     Client { machine: String, why: String },
 }
 
-impl Lab {
+impl Fleet {
     /// A lab on its own (tests, benchmarks): no store, no reloads.
-    pub fn new(registry: Registry) -> Result<Lab, LabError> {
-        Lab::build(registry, Hub::new(None), None)
+    pub fn new(registry: Registry) -> Result<Fleet, FleetError> {
+        Fleet::build(registry, Bus::new(None), None)
     }
 
     /// A lab whose breakers report to `hub`; with `old`, machines that still exist keep
     /// their breakers (a reload).
-    pub fn build(registry: Registry, hub: Arc<Hub>, old: Option<&Lab>) -> Result<Lab, LabError> {
+    pub fn build(
+        registry: Registry,
+        bus: Arc<Bus>,
+        old: Option<&Fleet>,
+    ) -> Result<Fleet, FleetError> {
         let api_keys: Vec<String> = registry
             .server
             .api_keys_env
@@ -72,13 +76,13 @@ impl Lab {
             })
             .unwrap_or_default();
         if !crate::registry::is_loopback(registry.server.listen.ip()) && api_keys.is_empty() {
-            return Err(LabError::OpenWithoutKeys {
+            return Err(FleetError::OpenWithoutKeys {
                 listen: registry.server.listen,
             });
         }
         // A typo in the variable's name must not silently switch auth off.
         if let (Some(var), true) = (&registry.server.api_keys_env, api_keys.is_empty()) {
-            return Err(LabError::KeysUnset { var: var.clone() });
+            return Err(FleetError::KeysUnset { var: var.clone() });
         }
         let upstreams = registry
             .machines
@@ -86,15 +90,15 @@ impl Lab {
             .map(|m| {
                 Upstream::new(m, registry.server.max_upstream_body)
                     .map(Arc::new)
-                    .map_err(|why| LabError::Client {
+                    .map_err(|why| FleetError::Client {
                         machine: m.name.clone(),
                         why,
                     })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Lab {
-            router: Router::new(&registry),
-            machines: Machines::with_hub(&registry, hub, old.map(|o| &o.machines)),
+        Ok(Fleet {
+            matcher: Matcher::new(&registry),
+            machines: Machines::with_bus(&registry, bus, old.map(|o| &o.machines)),
             upstreams,
             api_keys: ApiKeys(api_keys),
             registry,
