@@ -34,7 +34,7 @@ fn flip(lab: &Fleet) -> Duration {
         } else {
             Event::ForceClose("bench".into())
         };
-        lab.machines.step(0, event);
+        lab.machines.step(labrouter::outcome::MachineId(0), event);
     }
     started.elapsed() / N as u32
 }

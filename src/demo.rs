@@ -226,7 +226,7 @@ fn header(
 ) -> std::io::Result<()> {
     let reg = &fleet.registry;
     n.plain("labrouter demo: three simulated machines and the router, all on 127.0.0.1")?;
-    for (i, m) in reg.machines.iter().enumerate() {
+    for (i, m) in reg.machines.enumerate() {
         let models: Vec<&str> = reg
             .models
             .iter()
@@ -245,7 +245,7 @@ fn header(
         let chain: Vec<String> = r.chain.iter().map(|&m| reg.target_name(m)).collect();
         n.plain(&format!("  route {:<10} {}", r.name, chain.join(" -> ")))?;
     }
-    if let Some(m) = reg.machines.first() {
+    if let Some(m) = reg.machines.iter().next() {
         let (b, t) = (&m.breaker, &m.timeouts);
         n.plain(&format!(
             "  breakers: open after {} failures in a row; one probe after {} (x{} per failed probe, up to {})",

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use crate::machines::{Bus, Machines};
+use crate::outcome::ids::Table;
+use crate::outcome::MachineId;
 use crate::registry::Registry;
 use crate::route::Matcher;
 use crate::upstream::Upstream;
@@ -14,7 +16,7 @@ pub struct Fleet {
     pub matcher: Matcher,
     pub machines: Machines,
     /// Indexed like `registry.machines`; built once, so no request builds a client.
-    pub upstreams: Vec<Arc<Upstream>>,
+    pub upstreams: Table<MachineId, Arc<Upstream>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
     pub api_keys: ApiKeys,
 }
@@ -50,13 +52,16 @@ pub enum FleetError {
 }
 
 impl Fleet {
-    /// A lab on its own (tests, benchmarks): no store, no reloads.
+    /// A fleet on its own (tests, benchmarks): no store, no reloads.
     pub fn new(registry: Registry) -> Result<Fleet, FleetError> {
-        Fleet::build(registry, Bus::new(None), None)
+        let bus = Bus::new(None);
+        bus.set_version(&registry.version);
+        Fleet::build(registry, bus, None)
     }
 
-    /// A lab whose breakers report to `hub`; with `old`, machines that still exist keep
-    /// their breakers (a reload).
+    /// A fleet whose breakers report to `bus`; with `old`, machines that still exist keep
+    /// their breakers (a reload). Building announces nothing: see [`Fleet::activate`].
+    /// Upstreams are indexed like `registry.machines`.
     pub fn build(
         registry: Registry,
         bus: Arc<Bus>,
@@ -103,5 +108,16 @@ impl Fleet {
             api_keys: ApiKeys(api_keys),
             registry,
         })
+    }
+
+    /// Makes this fleet the one that serves: transitions carry its registry version from
+    /// now on, the breaker gauges show its machines, and on a reload 401/403 pauses lift
+    /// (SPEC §3.2: "until config reload or manual reset").
+    pub fn activate(&self, reloaded: bool) {
+        self.machines.bus().set_version(&self.registry.version);
+        crate::telemetry::breaker_states(self);
+        if reloaded {
+            self.machines.lift_auth_pauses();
+        }
     }
 }

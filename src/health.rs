@@ -24,7 +24,7 @@ pub async fn run(svc: Arc<Service>) {
         let fleet = svc.fleet();
         let now = Instant::now();
         let mut next = now + TICK;
-        for (i, m) in fleet.registry.machines.iter().enumerate() {
+        for (i, m) in fleet.registry.machines.enumerate() {
             let Some(health) = &m.health else { continue };
             let at = *due.entry(m.name.clone()).or_insert(now + health.every);
             if at <= now {

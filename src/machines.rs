@@ -16,7 +16,7 @@ pub use crate::breaker::Transitioned;
 use crate::breaker::{
     Breaker, Decision, Event, Failure, Phase, Policy, Restored, Skip, Ticket, Transition, Verdict,
 };
-use crate::outcome::{Attempted, Effect, Held, Reason};
+use crate::outcome::{Attempted, Effect, Held, MachineId, Reason};
 use crate::registry::Registry;
 use crate::store::Msg;
 
@@ -92,6 +92,14 @@ impl Bus {
         }
     }
 
+    /// The registry version recorded with each transition from now on.
+    pub fn set_version(&self, version: &str) {
+        *self
+            .registry_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = version.to_string();
+    }
+
     fn version(&self) -> String {
         self.registry_version
             .lock()
@@ -137,12 +145,11 @@ impl Machines {
         Machines::with_bus(reg, Bus::new(None), None)
     }
 
-    /// Breakers for `reg` reporting to `hub`. With `old` (a reload), a machine that still
-    /// exists keeps its breaker and counters; removed ones go; new ones start closed.
+    /// Breakers for `reg` reporting to `bus`. With `old` (a reload), a machine that still
+    /// exists keeps its tracker, retuned to the new policy and limit; removed ones go; new
+    /// ones start closed. Nothing is announced: the service does that when it swaps the
+    /// new fleet in.
     pub fn with_bus(reg: &Registry, bus: Arc<Bus>, old: Option<&Machines>) -> Machines {
-        *bus.registry_version
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = reg.version.clone();
         let trackers = reg
             .machines
             .iter()
@@ -158,24 +165,31 @@ impl Machines {
                 Arc::clone(prev)
             })
             .collect();
-        let machines = Machines { trackers, bus };
-        for tracker in &machines.trackers {
-            let phase = lock(&tracker.state).breaker.phase;
-            metrics::gauge!("labrouter_breaker_state", "machine" => tracker.name.clone())
-                .set(crate::telemetry::phase_value(phase));
-        }
-        // 401/403 pauses a machine "until config reload or manual reset" (SPEC §3.2).
-        if old.is_some() {
-            for i in 0..machines.trackers.len() {
-                if machines.phase(i) == Phase::AuthFailed {
-                    machines.step(i, Event::Reset("registry reloaded".into()));
-                }
+        Machines { trackers, bus }
+    }
+
+    /// Lifts every 401/403 pause: SPEC §3.2 pauses a machine "until config reload or
+    /// manual reset", and this is the reload.
+    pub fn lift_auth_pauses(&self) {
+        for tracker in &self.trackers {
+            if lock(&tracker.state).breaker.phase == Phase::AuthFailed {
+                step_tracker(tracker, &self.bus, Event::Reset("registry reloaded".into()));
             }
         }
-        machines
+    }
+
+    /// Each machine's name and phase, in registry order (gauges, views).
+    pub fn phases(&self) -> impl Iterator<Item = (&str, Phase)> + '_ {
+        self.trackers
+            .iter()
+            .map(|t| (t.name.as_str(), lock(&t.state).breaker.phase))
     }
 
     /// Resolves when some breaker changed or a lease ended (enable it before looking).
+    pub fn bus(&self) -> &Arc<Bus> {
+        &self.bus
+    }
+
     pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
         self.bus.changed.notified()
     }
@@ -189,8 +203,8 @@ impl Machines {
     }
 
     /// Asks machine `i` to admit one call now: instant, no I/O.
-    pub fn admit(&self, i: usize) -> Result<Lease, Rejected> {
-        let tracker = &self.trackers[i];
+    pub fn admit(&self, i: MachineId) -> Result<Lease, Rejected> {
+        let tracker = &self.trackers[i.0];
         let held = |b: &Breaker| Held {
             phase: b.phase,
             failures: b.failures,
@@ -244,12 +258,12 @@ impl Machines {
     }
 
     /// Applies one event to machine `i` (manual control, health checks).
-    pub fn step(&self, i: usize, event: Event) -> Decision {
-        step_tracker(&self.trackers[i], &self.bus, event)
+    pub fn step(&self, i: MachineId, event: Event) -> Decision {
+        step_tracker(&self.trackers[i.0], &self.bus, event)
     }
 
-    pub fn snapshot(&self, i: usize) -> Snapshot {
-        let tracker = &self.trackers[i];
+    pub fn snapshot(&self, i: MachineId) -> Snapshot {
+        let tracker = &self.trackers[i.0];
         Snapshot {
             name: tracker.name.clone(),
             breaker: lock(&tracker.state).breaker.clone(),
@@ -260,19 +274,24 @@ impl Machines {
         }
     }
 
-    /// Counts a request that machine `i` did not serve and another target did.
-    pub fn note_rerouted(&self, i: usize) {
-        self.trackers[i].rerouted.fetch_add(1, Ordering::Relaxed);
+    /// Every machine's snapshot, in registry order.
+    pub fn snapshots(&self) -> impl Iterator<Item = Snapshot> + '_ {
+        (0..self.trackers.len()).map(|i| self.snapshot(MachineId(i)))
     }
 
-    pub fn phase(&self, i: usize) -> Phase {
-        lock(&self.trackers[i].state).breaker.phase
+    /// Counts a request that machine `i` did not serve and another target did.
+    pub fn note_rerouted(&self, i: MachineId) {
+        self.trackers[i.0].rerouted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn phase(&self, i: MachineId) -> Phase {
+        lock(&self.trackers[i.0].state).breaker.phase
     }
 
     /// Seeds machine `i` from what the store remembered. An unreadable verdict opens the
     /// breaker (`state_unreadable`), ledgered like any transition.
-    pub fn restore(&self, i: usize, restored: &Restored, max_age: Duration) {
-        let tracker = &self.trackers[i];
+    pub fn restore(&self, i: MachineId, restored: &Restored, max_age: Duration) {
+        let tracker = &self.trackers[i.0];
         let now = Instant::now();
         let wall = SystemTime::now();
         match restored {

@@ -11,7 +11,7 @@ use axum::response::Response;
 use tokio::time::Instant;
 
 use crate::fleet::Fleet;
-use crate::outcome::{Attempted, ModelId};
+use crate::outcome::{Attempted, MachineId, ModelId};
 use crate::request::Parsed;
 use crate::route::Routed;
 use crate::upstream::{relay, Answer, Endpoint};
@@ -75,7 +75,7 @@ pub async fn forward(
                         "machine" => reg.machines[machine].name.clone(), "reason" => rej.skip.as_str())
                     .increment(1);
                     attempts.push(Attempted::skipped(
-                        ModelId(model),
+                        model,
                         rej.skip,
                         rej.retry_after,
                         &rej.held,
@@ -85,10 +85,7 @@ pub async fn forward(
             };
             let body = parsed.body_for(&reg.models[model].backend);
             let upstream = &fleet.upstreams[machine];
-            let failed = match upstream
-                .attempt(ModelId(model), endpoint, body, deadline)
-                .await
-            {
+            let failed = match upstream.attempt(model, endpoint, body, deadline).await {
                 Ok(Answer::Full {
                     status,
                     content_type,
@@ -187,7 +184,7 @@ pub async fn forward(
 }
 
 /// Counts a sent attempt that did not serve, by its reason.
-fn count_attempt(fleet: &Fleet, machine: usize, a: &Attempted) {
+fn count_attempt(fleet: &Fleet, machine: MachineId, a: &Attempted) {
     metrics::counter!("labrouter_upstream_attempts_total",
         "machine" => fleet.registry.machines[machine].name.clone(), "outcome" => a.reason.as_str())
     .increment(1);
@@ -198,7 +195,7 @@ fn count_attempt(fleet: &Fleet, machine: usize, a: &Attempted) {
 fn count_served(
     fleet: &Fleet,
     route: &str,
-    model: usize,
+    model: ModelId,
     attempts: &[Attempted],
     started: Instant,
 ) {
@@ -209,13 +206,13 @@ fn count_served(
         .record(started.elapsed().as_secs_f64());
     if let Some(first) = attempts.first() {
         metrics::counter!("labrouter_fallbacks_total",
-            "route" => route.to_string(), "from" => reg.target_name(first.target.0), "to" => reg.target_name(model))
+            "route" => route.to_string(), "from" => reg.target_name(first.target), "to" => reg.target_name(model))
         .increment(1);
         // Each machine passed over counts once, however many of its models the chain named.
         let to = reg.models[model].machine;
-        let mut passed: Vec<usize> = Vec::with_capacity(attempts.len());
+        let mut passed: Vec<MachineId> = Vec::with_capacity(attempts.len());
         for a in attempts {
-            let m = reg.models[a.target.0].machine;
+            let m = reg.models[a.target].machine;
             if m != to && !passed.contains(&m) {
                 passed.push(m);
                 fleet.machines.note_rerouted(m);
@@ -229,7 +226,7 @@ fn label_headers(
     h: &mut HeaderMap,
     fleet: &Fleet,
     label: &str,
-    served: Option<usize>,
+    served: Option<ModelId>,
     attempts: &[Attempted],
 ) {
     if let Ok(v) = HeaderValue::from_str(label) {
@@ -243,7 +240,7 @@ fn label_headers(
     if !attempts.is_empty() {
         let list: Vec<String> = attempts
             .iter()
-            .map(|a| format!("{}={}", fleet.registry.target_name(a.target.0), a.reason))
+            .map(|a| format!("{}={}", fleet.registry.target_name(a.target), a.reason))
             .collect();
         if let Ok(v) = HeaderValue::from_str(&list.join(",")) {
             h.insert(SKIPPED.clone(), v);

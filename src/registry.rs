@@ -8,6 +8,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::breaker::Policy;
+use crate::outcome::ids::Table;
+use crate::outcome::{MachineId, ModelId, RouteId};
 
 mod durations;
 mod machines;
@@ -66,8 +68,7 @@ pub struct Machine {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Model {
     pub name: String,
-    /// Index into [`Registry::machines`].
-    pub machine: usize,
+    pub machine: MachineId,
     pub backend: String,
 }
 
@@ -76,8 +77,8 @@ pub struct Route {
     pub name: String,
     pub keywords: Vec<String>,
     pub images: bool,
-    /// Indexes into [`Registry::models`], in fallback order.
-    pub chain: Vec<usize>,
+    /// Targets, in fallback order.
+    pub chain: Vec<ModelId>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -96,13 +97,13 @@ pub struct Telegram {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Registry {
     pub server: Server,
-    pub machines: Vec<Machine>,
-    pub models: Vec<Model>,
+    pub machines: Table<MachineId, Machine>,
+    pub models: Table<ModelId, Model>,
     /// `model_ids[m] == m`: lets a lone model lend out a one-element chain slice.
-    pub model_ids: Vec<usize>,
-    pub routes: Vec<Route>,
+    pub model_ids: Table<ModelId, ModelId>,
+    pub routes: Table<RouteId, Route>,
     /// The route for requests that hit no keyword (the one marked `default`, else the first).
-    pub default_route: usize,
+    pub default_route: RouteId,
     pub telegram: Option<Telegram>,
     /// A short hash of the file's bytes, recorded with breaker transitions.
     pub version: String,
@@ -149,12 +150,12 @@ impl Registry {
         Ok(registry)
     }
 
-    pub fn machine_index(&self, name: &str) -> Option<usize> {
-        self.machines.iter().position(|m| m.name == name)
+    pub fn machine_index(&self, name: &str) -> Option<MachineId> {
+        self.machines.position(|m| m.name == name)
     }
 
     /// `model@machine`, as headers, errors and `/status` name a target.
-    pub fn target_name(&self, model: usize) -> String {
+    pub fn target_name(&self, model: ModelId) -> String {
         let m = &self.models[model];
         format!("{}@{}", m.name, self.machines[m.machine].name)
     }

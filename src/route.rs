@@ -8,6 +8,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 /// Up to this many distinct keywords, compile a DFA (see [`Matcher::new`]).
 const DFA_LIMIT: usize = 10_000;
 
+use crate::outcome::{ModelId, RouteId};
 use crate::registry::Registry;
 
 #[cfg(test)]
@@ -16,8 +17,8 @@ mod tests;
 /// Where a request goes: a route's chain, or one logical model alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choice {
-    Route(usize),
-    Model(usize),
+    Route(RouteId),
+    Model(ModelId),
 }
 
 /// Why that choice was made, for `labrouter route` and logs.
@@ -48,7 +49,7 @@ impl Routed {
     }
 
     /// The chain of logical models to try, in order.
-    pub fn chain<'r>(&self, reg: &'r Registry) -> &'r [usize] {
+    pub fn chain<'r>(&self, reg: &'r Registry) -> &'r [ModelId] {
         match self.choice {
             Choice::Route(r) => &reg.routes[r].chain,
             Choice::Model(m) => std::slice::from_ref(&reg.model_ids[m]),
@@ -148,7 +149,7 @@ impl Matcher {
         has_image: bool,
     ) -> Result<Routed, UnknownName> {
         if let Some(h) = header {
-            return match reg.routes.iter().position(|r| r.name == h) {
+            return match reg.routes.position(|r| r.name == h) {
                 Some(r) => Ok(Routed {
                     choice: Choice::Route(r),
                     why: Why::Header,
@@ -169,7 +170,7 @@ impl Matcher {
     /// Keyword routing: images first, then the most distinct keywords, ties to the earlier route.
     pub fn by_content(&self, reg: &Registry, text: &str, has_image: bool) -> Routed {
         if has_image {
-            if let Some(r) = reg.routes.iter().position(|r| r.images) {
+            if let Some(r) = reg.routes.position(|r| r.images) {
                 return Routed {
                     choice: Choice::Route(r),
                     why: Why::Image,
@@ -193,10 +194,10 @@ impl Matcher {
         let best = (0..scores.len())
             .rev()
             .max_by_key(|&r| scores[r])
-            .unwrap_or(reg.default_route);
+            .map_or(reg.default_route, RouteId);
         let matched = hits
             .iter()
-            .filter(|&&pid| self.owners[pid].contains(&(best as u32)))
+            .filter(|&&pid| self.owners[pid].contains(&(best.0 as u32)))
             .map(|&pid| self.patterns[pid].clone())
             .collect();
         Routed {
@@ -238,23 +239,19 @@ fn is_word_edge(text: &str, start: usize, end: usize) -> bool {
 }
 
 fn by_name(reg: &Registry, name: &str) -> Result<Routed, UnknownName> {
-    if let Some(r) = reg.routes.iter().position(|r| r.name == name) {
+    if let Some(r) = reg.routes.position(|r| r.name == name) {
         return Ok(Routed {
             choice: Choice::Route(r),
             why: Why::RouteName,
         });
     }
-    if let Some(m) = reg.models.iter().position(|m| m.name == name) {
+    if let Some(m) = reg.models.position(|m| m.name == name) {
         return Ok(Routed {
             choice: Choice::Model(m),
             why: Why::ModelName,
         });
     }
-    let mut backends = reg
-        .models
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.backend == name);
+    let mut backends = reg.models.enumerate().filter(|(_, m)| m.backend == name);
     if let (Some((m, _)), None) = (backends.next(), backends.next()) {
         return Ok(Routed {
             choice: Choice::Model(m),

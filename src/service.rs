@@ -13,6 +13,7 @@ use arc_swap::ArcSwap;
 
 use crate::fleet::{Fleet, FleetError};
 use crate::machines::Bus;
+use crate::outcome::MachineId;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{Msg, Recalled, Restored, Store, StoreError};
 
@@ -73,7 +74,8 @@ impl Service {
         let (store, recalled) = Store::open(&registry.server.state_dir)?;
         let bus = Bus::new(Some(store.sender()));
         let fleet = Fleet::build(registry, Arc::clone(&bus), None)?;
-        let restore = |i: usize, restored: &Restored| {
+        fleet.activate(false);
+        let restore = |i: MachineId, restored: &Restored| {
             let max_age = fleet.registry.machines[i].breaker.max_cooldown;
             fleet.machines.restore(i, restored, max_age);
         };
@@ -87,11 +89,13 @@ impl Service {
             }
             // The whole file was unreadable: every machine fails closed.
             Recalled::Unreadable(why) => {
-                for i in 0..fleet.registry.machines.len() {
+                for i in fleet.registry.machines.ids() {
                     restore(i, &Restored::Unreadable(why.clone()));
                 }
             }
         }
+        // The gauges show what was restored.
+        crate::telemetry::breaker_states(&fleet);
         Ok(Service {
             fleet: ArcSwap::from_pointee(fleet),
             bus,
@@ -105,6 +109,7 @@ impl Service {
     pub fn in_memory(registry: Registry, config: Option<PathBuf>) -> Result<Service, ServiceError> {
         let bus = Bus::new(None);
         let fleet = Fleet::build(registry, Arc::clone(&bus), None)?;
+        fleet.activate(false);
         Ok(Service {
             fleet: ArcSwap::from_pointee(fleet),
             bus,
@@ -160,6 +165,7 @@ impl Service {
                 return Err(e);
             }
         };
+        fleet.activate(true);
         let names = |l: &Fleet| {
             l.registry
                 .machines

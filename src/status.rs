@@ -71,10 +71,12 @@ impl View {
         let reg = &fleet.registry;
         let now = Instant::now();
         let wall = SystemTime::now();
-        let machines = (0..fleet.machines.len())
-            .map(|i| {
+        let machines = reg
+            .machines
+            .enumerate()
+            .map(|(i, m)| {
                 let s = fleet.machines.snapshot(i);
-                let url = reg.machines[i].url.clone();
+                let url = m.url.clone();
                 (s.name.clone(), MachineView::of(s, url, now, wall))
             })
             .collect();

@@ -85,9 +85,9 @@ fn describe() {
 /// Sets every breaker's state gauge from `fleet`: breakers built before [`install`] set
 /// theirs into no recorder.
 pub fn breaker_states(fleet: &Fleet) {
-    for (i, m) in fleet.registry.machines.iter().enumerate() {
-        metrics::gauge!("labrouter_breaker_state", "machine" => m.name.clone())
-            .set(phase_value(fleet.machines.phase(i)));
+    for (name, phase) in fleet.machines.phases() {
+        metrics::gauge!("labrouter_breaker_state", "machine" => name.to_string())
+            .set(phase_value(phase));
     }
 }
 

@@ -241,7 +241,7 @@ async fn saving_the_registry_file_reloads_it() {
         reloaded(&svc, &before).await,
         "the watcher reloaded the saved file"
     );
-    assert!(svc.fleet().registry.routes[1]
+    assert!(svc.fleet().registry.routes[labrouter::outcome::RouteId(1)]
         .keywords
         .contains(&"diagram".to_string()));
     running.stop().await.unwrap();
@@ -269,7 +269,7 @@ async fn a_reload_trigger_reloads_the_registry_file() {
         reloaded(&svc, &before).await,
         "the trigger reloaded the file"
     );
-    assert!(svc.fleet().registry.routes[1]
+    assert!(svc.fleet().registry.routes[labrouter::outcome::RouteId(1)]
         .keywords
         .contains(&"diagram".to_string()));
     running.stop().await.unwrap();

@@ -12,7 +12,7 @@ use super::Summary;
 use crate::breaker::Phase;
 use crate::fleet::Fleet;
 use crate::machines::Transitioned;
-use crate::outcome::{words, Reason};
+use crate::outcome::{words, MachineId, Reason};
 
 /// Writes narration to `out`; with `progress`, keeps a `\r`-rewritten status line under it.
 pub struct Narrator<'a> {
@@ -128,7 +128,7 @@ fn reroutes(fleet: &Fleet, machine: &str) -> String {
     let Some(mi) = reg.machine_index(machine) else {
         return String::new();
     };
-    let open = |i: usize| {
+    let open = |i: MachineId| {
         matches!(
             fleet.machines.phase(i),
             Phase::Open | Phase::ForcedOpen | Phase::AuthFailed

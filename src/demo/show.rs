@@ -17,6 +17,7 @@ use super::{DemoError, MachineSummary, Summary};
 use crate::breaker::Phase;
 use crate::fleet::Fleet;
 use crate::machines::Transitioned;
+use crate::outcome::MachineId;
 use crate::sim::{Fault, Sim};
 
 /// One machine's counts as the story goes.
@@ -124,7 +125,7 @@ impl<'a> Show<'a> {
         Ok(())
     }
 
-    fn machine(&self, name: &str) -> Option<usize> {
+    fn machine(&self, name: &str) -> Option<MachineId> {
         self.fleet.registry.machine_index(name)
     }
 
@@ -135,8 +136,8 @@ impl<'a> Show<'a> {
                 let sim = &self.sims[s];
                 if let Some(i) = self.machine(sim.name()) {
                     let attempts = self.fleet.machines.snapshot(i).remote_attempts;
-                    self.tallies[i].base = Some((attempts, sim.work_hits()));
-                    self.traffic.down[i].store(true, Ordering::Relaxed);
+                    self.tallies[i.0].base = Some((attempts, sim.work_hits()));
+                    self.traffic.down[i.0].store(true, Ordering::Relaxed);
                 }
                 sim.set(fault);
             }
@@ -144,9 +145,9 @@ impl<'a> Show<'a> {
                 let sim = &self.sims[s];
                 sim.set(Fault::Ok);
                 if let Some(i) = self.machine(sim.name()) {
-                    self.traffic.down[i].store(false, Ordering::Relaxed);
+                    self.traffic.down[i.0].store(false, Ordering::Relaxed);
                     let attempts = self.fleet.machines.snapshot(i).remote_attempts;
-                    let tally = &mut self.tallies[i];
+                    let tally = &mut self.tallies[i.0];
                     if let Some((a, h)) = tally.base.take() {
                         tally.attempts_while_down += attempts.saturating_sub(a);
                         tally.reached_while_down += sim.work_hits().saturating_sub(h);
@@ -163,7 +164,7 @@ impl<'a> Show<'a> {
     fn on_transition(&mut self, t: &Transitioned) -> Result<(), DemoError> {
         let mut down_for = None;
         if let Some(i) = self.machine(&t.machine) {
-            let tally = &mut self.tallies[i];
+            let tally = &mut self.tallies[i.0];
             match (t.transition.from, t.transition.to) {
                 (Phase::Closed, Phase::Open) => {
                     tally.trips += 1;
@@ -207,15 +208,11 @@ impl<'a> Show<'a> {
     /// columns, since `\r` cannot rewrite a line the terminal has wrapped.
     fn draw(&mut self) -> Result<(), DemoError> {
         let fleet = &self.fleet;
-        let held: Vec<String> = (0..fleet.machines.len())
-            .filter(|&i| fleet.machines.phase(i) != Phase::Closed)
-            .map(|i| {
-                format!(
-                    "{} {}",
-                    fleet.registry.machines[i].name,
-                    fleet.machines.phase(i)
-                )
-            })
+        let held: Vec<String> = fleet
+            .machines
+            .phases()
+            .filter(|&(_, phase)| phase != Phase::Closed)
+            .map(|(name, phase)| format!("{name} {phase}"))
             .collect();
         let breakers = match held.is_empty() {
             true => "all closed".to_string(),

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::outcome::{MachineId, ModelId};
 use crate::registry::Registry;
 
 /// The kinds of task, each named like the route its prompt is routed to by keywords.
@@ -114,7 +115,7 @@ pub struct Traffic {
     url: String,
     sent: AtomicU64,
     /// Per kind: the machine and `model@machine` its route tries first.
-    first: [(usize, String); 4],
+    first: [(MachineId, String); 4],
     /// Per machine: the story has it broken now.
     pub down: Vec<AtomicBool>,
     /// Per machine: tasks whose route tries it first, sent while it was down.
@@ -125,7 +126,9 @@ impl Traffic {
     pub fn new(reg: &Registry, router: &str) -> reqwest::Result<Traffic> {
         let first = Kind::ALL.map(|k| {
             let route = reg.routes.iter().find(|r| r.name == k.route());
-            let model = route.and_then(|r| r.chain.first().copied()).unwrap_or(0);
+            let model = route
+                .and_then(|r| r.chain.first().copied())
+                .unwrap_or(ModelId(0));
             (reg.models[model].machine, reg.target_name(model))
         });
         let client = reqwest::Client::builder()
@@ -154,8 +157,8 @@ impl Traffic {
     async fn task(&self, n: u64) -> Done {
         let kind = MIX[(n % MIX.len() as u64) as usize];
         let (first_machine, first_target) = &self.first[kind.index()];
-        if self.down[*first_machine].load(Ordering::Relaxed) {
-            self.tasks_while_down[*first_machine].fetch_add(1, Ordering::Relaxed);
+        if self.down[first_machine.0].load(Ordering::Relaxed) {
+            self.tasks_while_down[first_machine.0].fetch_add(1, Ordering::Relaxed);
         }
         let (body, stream) = body(kind, n);
         let outcome = self.send(&body, stream, first_target).await;

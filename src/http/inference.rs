@@ -147,7 +147,7 @@ pub async fn models(State(svc): State<Arc<Service>>) -> Json<ModelList> {
             Some(r.chain.iter().map(|&m| reg.target_name(m)).collect()),
         )
     }));
-    data.extend(reg.models.iter().enumerate().map(|(i, m)| ModelEntry {
+    data.extend(reg.models.enumerate().map(|(i, m)| ModelEntry {
         backend: Some(m.backend.clone()),
         chain: None,
         id: m.name.clone(),

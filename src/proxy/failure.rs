@@ -41,7 +41,7 @@ struct Entry<'a> {
 pub fn nothing_served(fleet: &Fleet, route: &str, attempts: &[Attempted]) -> Response {
     let unserved = Unserved::of(attempts);
     let retry_after = attempts.iter().filter_map(|a| a.retry_after).min();
-    let name = |a: &Attempted| fleet.registry.target_name(a.target.0);
+    let name = |a: &Attempted| fleet.registry.target_name(a.target);
     let parts: Vec<String> = attempts.iter().map(|a| a.describe(&name(a))).collect();
     let message = if parts.is_empty() {
         format!("route '{route}': no target available")

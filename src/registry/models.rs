@@ -6,6 +6,7 @@ use serde_saphyr::Spanned;
 use super::raw::RawModel;
 use super::validate::{err, Invalid};
 use super::{Machine, Model};
+use crate::outcome::MachineId;
 
 pub(super) fn validate_models(
     raw: &Spanned<IndexMap<String, RawModel>>,
@@ -35,7 +36,7 @@ pub(super) fn validate_models(
         }
         models.push(Model {
             name: name.clone(),
-            machine,
+            machine: MachineId(machine),
             backend: m.name.clone(),
         });
     }

@@ -5,6 +5,7 @@ use serde_saphyr::Spanned;
 use super::raw::RawRoute;
 use super::validate::{err, Invalid};
 use super::{Model, Route};
+use crate::outcome::ModelId;
 
 /// The routes, and the index of the default one (the one marked `default`, else the first).
 pub(super) fn validate_routes(
@@ -64,7 +65,7 @@ pub(super) fn validate_routes(
                     ),
                 );
             };
-            chain.push(i);
+            chain.push(ModelId(i));
         }
         let mut keywords: Vec<String> = Vec::with_capacity(r.keywords.len());
         for k in &r.keywords {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::outcome::{MachineId, ModelId, RouteId};
 
 const FILE: &str = "registry.yaml";
 
@@ -98,7 +99,7 @@ fn shipped_registry_parses() {
     let machines: Vec<&str> = reg.machines.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(machines, ["gpu-box", "ubuntu-box", "local"]);
     assert_eq!(reg.models.len(), 5);
-    assert_eq!(reg.model_ids, [0, 1, 2, 3, 4]);
+    assert!(reg.model_ids.iter().map(|m| m.0).eq(0..5));
     let routes: Vec<&str> = reg.routes.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(routes, ["code", "vision", "chat"]);
     assert_eq!(reg.routes[reg.default_route].name, "chat");
@@ -122,16 +123,16 @@ fn shipped_registry_parses() {
     assert_eq!(reg.server.api_keys_env, None);
     assert_eq!(reg.telegram, None);
 
-    let code = &reg.routes[0];
+    let code = &reg.routes[RouteId(0)];
     assert!(code.keywords.contains(&"unit test".to_string()));
     let chain: Vec<String> = code.chain.iter().map(|&m| reg.target_name(m)).collect();
     assert_eq!(
         chain,
         ["coder-gpu@gpu-box", "coder-cpu@ubuntu-box", "small@local"]
     );
-    assert!(reg.routes[1].images);
-    assert!(!reg.routes[0].images);
-    let coder_cpu = &reg.models[1];
+    assert!(reg.routes[RouteId(1)].images);
+    assert!(!reg.routes[RouteId(0)].images);
+    let coder_cpu = &reg.models[ModelId(1)];
     assert_eq!(
         (coder_cpu.name.as_str(), coder_cpu.backend.as_str()),
         ("coder-cpu", "qwen3-coder:30b")
@@ -155,7 +156,7 @@ fn minimal_registry_takes_defaults() {
     let reg = parse(&base_with(1, &["machines:"])).unwrap();
     assert_eq!(reg.server.listen, "127.0.0.1:8080".parse().unwrap());
     assert_eq!(reg.server.max_body, 16 << 20);
-    let m = &reg.machines[0];
+    let m = &reg.machines[MachineId(0)];
     assert_eq!(m.max_concurrency, 8);
     assert_eq!(m.breaker, Policy::default());
     assert_eq!(
@@ -167,14 +168,14 @@ fn minimal_registry_takes_defaults() {
             total: secs(600),
         }
     );
-    assert_eq!(reg.default_route, 1);
+    assert_eq!(reg.default_route, RouteId(1));
 }
 
 #[test]
 fn default_route_is_the_first_when_none_is_marked() {
     let lines = base_with(14, &[]);
     let reg = parse(&lines).unwrap();
-    assert_eq!(reg.default_route, 0);
+    assert_eq!(reg.default_route, RouteId(0));
 }
 
 #[test]
@@ -202,7 +203,7 @@ fn machines_inherit_defaults_and_override_them() {
         ],
     ));
     let reg = parse(&lines).unwrap();
-    let gpu = &reg.machines[0];
+    let gpu = &reg.machines[MachineId(0)];
     assert_eq!(
         gpu.url, "http://gpu-box.local:11434/v1",
         "trailing slash dropped"
@@ -223,7 +224,7 @@ fn machines_inherit_defaults_and_override_them() {
     assert_eq!(gpu.breaker.success_threshold, 2);
     assert_eq!(gpu.breaker.max_cooldown, secs(3600));
     assert_eq!(gpu.max_concurrency, 1);
-    let local = &reg.machines[1];
+    let local = &reg.machines[MachineId(1)];
     assert_eq!(local.breaker.failure_threshold, 5);
     assert_eq!(local.breaker.success_threshold, 1);
     assert_eq!(local.timeouts.first_byte, secs(5));
@@ -730,7 +731,7 @@ fn huge_durations_are_rejected_with_their_place() {
         ],
     );
     assert_eq!(
-        parse(&lines).unwrap().machines[0].timeouts.total,
+        parse(&lines).unwrap().machines[MachineId(0)].timeouts.total,
         secs(30 * 86_400)
     );
 }

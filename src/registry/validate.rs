@@ -10,6 +10,7 @@ use super::routes::validate_routes;
 use super::server::validate_server;
 use super::telegram::validate_telegram;
 use super::Registry;
+use crate::outcome::{ModelId, RouteId};
 
 /// Why validation failed: where, and the message (which names the key).
 pub(super) type Invalid = (Location, String);
@@ -27,11 +28,11 @@ pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
     let telegram = raw.telegram.as_ref().map(validate_telegram).transpose()?;
     Ok(Registry {
         server,
-        machines,
-        model_ids: (0..models.len()).collect(),
-        models,
-        routes,
-        default_route,
+        model_ids: (0..models.len()).map(ModelId).collect(),
+        machines: machines.into(),
+        models: models.into(),
+        routes: routes.into(),
+        default_route: RouteId(default_route),
         telegram,
         version: String::new(),
     })

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::*;
+use crate::outcome::{ModelId, RouteId};
 
 /// The lab of SPEC §1, inline so the tests do not depend on the shipped file.
 const LAB: &str = r#"
@@ -30,9 +31,9 @@ routes:
     chain: [small]
 "#;
 
-const CODE: usize = 0;
-const VISION: usize = 1;
-const CHAT: usize = 2;
+const CODE: RouteId = RouteId(0);
+const VISION: RouteId = RouteId(1);
+const CHAT: RouteId = RouteId(2);
 
 fn lab() -> (Registry, Matcher) {
     from_yaml(LAB)
@@ -160,15 +161,15 @@ fn a_route_scores_distinct_keywords() {
     let d = route_of(&reg, &router, "apple apple apple apple apple berry");
     assert_eq!(
         d.choice,
-        Choice::Route(0),
+        Choice::Route(RouteId(0)),
         "1 distinct keyword each: a tie, to the earlier route"
     );
     assert_eq!(d.why, keywords(&["berry"]));
     let d = route_of(&reg, &router, "apple apple apple apple apple berry cherry");
-    assert_eq!(d.choice, Choice::Route(0));
+    assert_eq!(d.choice, Choice::Route(RouteId(0)));
     assert_eq!(d.why, keywords(&["berry", "cherry"]));
     let d = route_of(&reg, &router, "Apple APPLE apple apple apple");
-    assert_eq!(d.choice, Choice::Route(1));
+    assert_eq!(d.choice, Choice::Route(RouteId(1)));
     assert_eq!(d.why, keywords(&["apple"]));
 }
 
@@ -195,13 +196,13 @@ fn ties_go_to_the_earlier_route() {
     let (reg, router) = from_yaml(&yaml);
     assert_eq!(
         route_of(&reg, &router, "the code in this photo").choice,
-        Choice::Route(0)
+        Choice::Route(RouteId(0))
     );
     let yaml = routes_yaml(&[("code", &["code"], false), ("vision", &["photo"], false)]);
     let (reg, router) = from_yaml(&yaml);
     assert_eq!(
         route_of(&reg, &router, "the code in this photo").choice,
-        Choice::Route(0)
+        Choice::Route(RouteId(0))
     );
 }
 
@@ -212,9 +213,12 @@ fn a_keyword_shared_by_two_routes_scores_for_both() {
         ("b", &["shared", "extra"], false),
     ]);
     let (reg, router) = from_yaml(&yaml);
-    assert_eq!(route_of(&reg, &router, "shared").choice, Choice::Route(0));
+    assert_eq!(
+        route_of(&reg, &router, "shared").choice,
+        Choice::Route(RouteId(0))
+    );
     let d = route_of(&reg, &router, "shared extra");
-    assert_eq!(d.choice, Choice::Route(1));
+    assert_eq!(d.choice, Choice::Route(RouteId(1)));
     assert_eq!(d.why, keywords(&["shared", "extra"]));
 }
 
@@ -240,9 +244,12 @@ fn an_image_part_without_an_images_route_falls_back_to_keywords() {
     let yaml = routes_yaml(&[("chat", &["hello"], false), ("code", &["code"], false)]);
     let (reg, router) = from_yaml(&yaml);
     let d = router.decide(&reg, None, None, "code", true).unwrap();
-    assert_eq!(d.choice, Choice::Route(1));
+    assert_eq!(d.choice, Choice::Route(RouteId(1)));
     let d = router.decide(&reg, None, None, "nothing", true).unwrap();
-    assert_eq!((d.choice, d.why), (Choice::Route(0), Why::NoKeyword));
+    assert_eq!(
+        (d.choice, d.why),
+        (Choice::Route(RouteId(0)), Why::NoKeyword)
+    );
 }
 
 #[test]
@@ -253,7 +260,7 @@ fn no_hit_goes_to_the_default_route() {
         assert_eq!(d.choice, Choice::Route(CHAT), "{text:?}");
         assert_eq!(d.why, Why::NoKeyword);
         assert_eq!(d.label(&reg), "chat");
-        assert_eq!(d.chain(&reg), &[4]);
+        assert_eq!(d.chain(&reg), &[ModelId(4)]);
     }
 }
 
@@ -271,7 +278,7 @@ fn non_ascii_keywords_match_case_insensitively() {
         "GRÖßE",
     ] {
         let d = route_of(&reg, &router, text);
-        assert_eq!(d.choice, Choice::Route(1), "{text:?}");
+        assert_eq!(d.choice, Choice::Route(RouteId(1)), "{text:?}");
     }
     let d = route_of(&reg, &router, "Übersetzung der Größe");
     assert_eq!(d.why, keywords(&["übersetzung", "größe"]));
@@ -279,7 +286,10 @@ fn non_ascii_keywords_match_case_insensitively() {
     let d = route_of(&reg, &router, "Übersetzungen und Größenordnung");
     assert_eq!(d.why, Why::NoKeyword);
     // ASCII keywords still fold when the text is lower-cased for Unicode.
-    assert_eq!(route_of(&reg, &router, "RUST").choice, Choice::Route(0));
+    assert_eq!(
+        route_of(&reg, &router, "RUST").choice,
+        Choice::Route(RouteId(0))
+    );
     // Non-ASCII letters are word characters: `rust` inside `rustä` is no hit.
     assert_eq!(route_of(&reg, &router, "rustä").why, Why::NoKeyword);
 }
@@ -301,7 +311,7 @@ fn the_header_forces_a_route() {
     assert_eq!(d.choice, Choice::Route(VISION));
     assert_eq!(d.why, Why::Header);
     assert_eq!(d.label(&reg), "vision");
-    assert_eq!(d.chain(&reg), &[2, 3]);
+    assert_eq!(d.chain(&reg), &[ModelId(2), ModelId(3)]);
 }
 
 #[test]
@@ -331,7 +341,7 @@ fn model_naming_a_route_takes_its_chain() {
         .unwrap();
     assert_eq!(d.choice, Choice::Route(CODE));
     assert_eq!(d.why, Why::RouteName);
-    assert_eq!(d.chain(&reg), &[0, 1, 4]);
+    assert_eq!(d.chain(&reg), &[ModelId(0), ModelId(1), ModelId(4)]);
 }
 
 #[test]
@@ -340,10 +350,10 @@ fn model_naming_a_logical_model_takes_it_alone() {
     let d = router
         .decide(&reg, None, Some("coder-cpu"), "photo", true)
         .unwrap();
-    assert_eq!(d.choice, Choice::Model(1));
+    assert_eq!(d.choice, Choice::Model(ModelId(1)));
     assert_eq!(d.why, Why::ModelName);
     assert_eq!(d.label(&reg), "coder-cpu");
-    assert_eq!(d.chain(&reg), &[1]);
+    assert_eq!(d.chain(&reg), &[ModelId(1)]);
 }
 
 #[test]
@@ -352,10 +362,10 @@ fn model_naming_a_backend_held_by_one_model_takes_it() {
     let d = router
         .decide(&reg, None, Some("qwen3:4b"), "refactor", false)
         .unwrap();
-    assert_eq!(d.choice, Choice::Model(4));
+    assert_eq!(d.choice, Choice::Model(ModelId(4)));
     assert_eq!(d.why, Why::BackendName);
     assert_eq!(d.label(&reg), "small");
-    assert_eq!(d.chain(&reg), &[4]);
+    assert_eq!(d.chain(&reg), &[ModelId(4)]);
 }
 
 #[test]
@@ -417,7 +427,10 @@ fn a_registry_without_keywords_routes_everything_to_the_default() {
     let yaml = routes_yaml(&[("a", &[], false), ("b", &[], false)]);
     let (reg, router) = from_yaml(&yaml);
     let d = route_of(&reg, &router, "anything at all");
-    assert_eq!((d.choice, d.why), (Choice::Route(0), Why::NoKeyword));
+    assert_eq!(
+        (d.choice, d.why),
+        (Choice::Route(RouteId(0)), Why::NoKeyword)
+    );
 }
 
 // === scale ===
@@ -473,7 +486,7 @@ fn a_thousand_routes_and_a_ten_kilobyte_prompt() {
     assert!(prompt.len() >= 10 * 1024);
 
     let d = route_of(&reg, &router, &prompt);
-    assert_eq!(d.choice, Choice::Route(999), "why: {:?}", d.why);
+    assert_eq!(d.choice, Choice::Route(RouteId(999)), "why: {:?}", d.why);
     assert_eq!(
         d.why,
         Why::Keywords(vec![kw(999, 0), kw(999, 2), kw(999, 4)])
@@ -482,8 +495,11 @@ fn a_thousand_routes_and_a_ten_kilobyte_prompt() {
     // Without route 999's words, route 500 (two distinct) beats route 123 (one, many times).
     let cut = prompt.rfind(&kw(999, 4)).unwrap();
     let d = route_of(&reg, &router, &prompt[..cut]);
-    assert_eq!(d.choice, Choice::Route(500), "why: {:?}", d.why);
+    assert_eq!(d.choice, Choice::Route(RouteId(500)), "why: {:?}", d.why);
     // A 10 KB prompt with no keyword goes to the default route.
     let plain = filler.repeat(10 * 1024 / filler.len() + 1);
-    assert_eq!(route_of(&reg, &router, &plain).choice, Choice::Route(0));
+    assert_eq!(
+        route_of(&reg, &router, &plain).choice,
+        Choice::Route(RouteId(0))
+    );
 }

@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use super::text::{bold, escape};
 use crate::breaker::Transitioned;
 use crate::outcome::words::rounded as human;
-use crate::outcome::Phase;
+use crate::outcome::{MachineId, Phase};
 use crate::registry::Registry;
 
 /// The part of a transition alerts look at.
@@ -169,7 +169,7 @@ pub struct Fallback {
 
 /// The fallbacks of every route that uses `machine`; `down(i)` says whether machine `i`'s
 /// breaker is not closed.
-pub fn fallbacks(reg: &Registry, machine: &str, down: impl Fn(usize) -> bool) -> Vec<Fallback> {
+pub fn fallbacks(reg: &Registry, machine: &str, down: impl Fn(MachineId) -> bool) -> Vec<Fallback> {
     let Some(mi) = reg.machine_index(machine) else {
         return Vec::new();
     };

@@ -106,11 +106,10 @@ pub(super) async fn digest_loop(
 fn sample(svc: &Service, clock: &Clock, boot_ms: i64) {
     let Some(st) = svc.store() else { return };
     let fleet = svc.fleet();
-    let machines = (0..fleet.machines.len())
-        .map(|i| {
-            let s = fleet.machines.snapshot(i);
-            (s.name, s.remote_attempts, s.local_rejections, s.rerouted)
-        })
+    let machines = fleet
+        .machines
+        .snapshots()
+        .map(|s| (s.name, s.remote_attempts, s.local_rejections, s.rerouted))
         .collect();
     let _ = st.sender().send(Msg::Counters {
         at_ms: clock.now().as_millisecond(),
@@ -167,21 +166,20 @@ async fn queue_digest(
 /// The machines of the serving registry with their live breakers and counters.
 fn live_machines(svc: &Service, now: Timestamp, boot_ms: i64) -> Vec<MachineNow> {
     let fleet = svc.fleet();
-    (0..fleet.machines.len())
-        .map(|i| {
-            let s = fleet.machines.snapshot(i);
-            MachineNow {
-                state: s.breaker.phase,
-                counters: Some(Sample {
-                    at_ms: now.as_millisecond(),
-                    boot_ms,
-                    machine: s.name.clone(),
-                    remote_attempts: s.remote_attempts,
-                    local_rejections: s.local_rejections,
-                    rerouted: s.rerouted,
-                }),
-                name: s.name,
-            }
+    fleet
+        .machines
+        .snapshots()
+        .map(|s| MachineNow {
+            state: s.breaker.phase,
+            counters: Some(Sample {
+                at_ms: now.as_millisecond(),
+                boot_ms,
+                machine: s.name.clone(),
+                remote_attempts: s.remote_attempts,
+                local_rejections: s.local_rejections,
+                rerouted: s.rerouted,
+            }),
+            name: s.name,
         })
         .collect()
 }

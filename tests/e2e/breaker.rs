@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use labrouter::outcome::MachineId;
 use labrouter::sim::Fault;
 use serde_json::Value;
 
@@ -46,7 +47,7 @@ async fn opens_after_three_failures_and_the_fourth_call_reaches_no_machine_of_th
     let resp = t.chat("vision", "hello").await;
     assert_eq!(resp.status(), 503);
     assert_eq!(t.gpu.work_hits(), 3);
-    let snap = t.lab.machines.snapshot(0);
+    let snap = t.lab.machines.snapshot(MachineId(0));
     assert_eq!(snap.remote_attempts, 3);
     assert_eq!(snap.local_rejections, 2);
 }
@@ -67,7 +68,7 @@ async fn ten_bad_requests_reach_the_machine_ten_times_and_never_open_it() {
         "no fallback for the client's own error"
     );
     assert_eq!(t.state("gpu-box"), "closed");
-    assert_eq!(t.lab.machines.snapshot(0).breaker.failures, 0);
+    assert_eq!(t.lab.machines.snapshot(MachineId(0)).breaker.failures, 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -144,7 +145,7 @@ async fn a_failed_probe_lengthens_the_cooldown() {
     assert_eq!(t.gpu.work_hits(), 4);
     assert_eq!(t.state("gpu-box"), "open");
     assert_eq!(
-        t.lab.machines.snapshot(0).breaker.cooldown,
+        t.lab.machines.snapshot(MachineId(0)).breaker.cooldown,
         Duration::from_secs(120)
     );
     // 60s later the old cooldown would have passed; the new one has not.
@@ -182,7 +183,7 @@ async fn retry_after_429_skips_the_machine_for_that_long_without_opening() {
     t.chat("code", "hello").await;
     assert_eq!(t.gpu.work_hits(), 2, "back after Retry-After");
     assert_eq!(t.state("gpu-box"), "closed");
-    assert_eq!(t.lab.machines.snapshot(0).breaker.failures, 0);
+    assert_eq!(t.lab.machines.snapshot(MachineId(0)).breaker.failures, 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -340,7 +341,7 @@ async fn a_429_without_retry_after_is_a_failure_and_opens_with_the_longer_cooldo
     t.chat("code", "hello").await;
     assert_eq!(t.state("gpu-box"), "open");
     assert_eq!(
-        t.lab.machines.snapshot(0).breaker.cooldown,
+        t.lab.machines.snapshot(MachineId(0)).breaker.cooldown,
         Duration::from_secs(15 * 60),
         "capped at max_cooldown"
     );

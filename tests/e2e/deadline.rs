@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use labrouter::outcome::MachineId;
 use labrouter::sim::Fault;
 use serde_json::Value;
 
@@ -43,7 +44,7 @@ async fn a_machine_out_of_its_own_total_is_a_failure_and_the_chain_moves_on() {
         waited >= Duration::from_secs(20) && waited < Duration::from_secs(60),
         "the GPU box's own total, not its answer, ended its try: {waited:?}"
     );
-    let gpu = t.lab.machines.snapshot(0);
+    let gpu = t.lab.machines.snapshot(MachineId(0));
     assert_eq!(
         gpu.breaker.failures, 1,
         "its own total is a qualifying failure"

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use labrouter::outcome::MachineId;
 use labrouter::sim::Fault;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -104,7 +105,7 @@ async fn http_500_reset_and_malformed_primaries_fall_back() {
         );
         assert_eq!(content(resp).await, "ok from ubuntu-box");
         assert_eq!(t.work(), (1, 1, 0), "{fault:?}");
-        let gpu = t.lab.machines.snapshot(0);
+        let gpu = t.lab.machines.snapshot(MachineId(0));
         assert_eq!(gpu.breaker.failures, 1, "{fault:?} is a qualifying failure");
     }
 }
@@ -121,7 +122,7 @@ async fn slow_generation_on_a_live_machine_succeeds() {
     assert_eq!(t.work(), (1, 0, 0));
     assert!(t.gpu.hits("/v1/models") >= 1, "liveness was checked");
     assert_eq!(t.state("gpu-box"), "closed");
-    assert_eq!(t.lab.machines.snapshot(0).breaker.failures, 0);
+    assert_eq!(t.lab.machines.snapshot(MachineId(0)).breaker.failures, 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -195,5 +196,8 @@ async fn rerouted_counts_requests_another_machine_served() {
     t.local.set(Fault::Refuse);
     t.chat("code", "hello").await; // nothing serves: no machine was rerouted around
     let snap = |i| t.lab.machines.snapshot(i).rerouted;
-    assert_eq!((snap(0), snap(1), snap(2)), (5, 0, 0));
+    assert_eq!(
+        (snap(MachineId(0)), snap(MachineId(1)), snap(MachineId(2))),
+        (5, 0, 0)
+    );
 }

@@ -12,8 +12,8 @@ fn untouched(t: &TestLab) {
         t.gpu.hits("/v1/models") + t.cpu.hits("/v1/models") + t.local.hits("/v1/models"),
         0
     );
-    for i in 0..t.lab.machines.len() {
-        let s = t.lab.machines.snapshot(i);
+    assert_eq!(t.lab.machines.snapshots().count(), 3);
+    for s in t.lab.machines.snapshots() {
         assert_eq!(s.breaker.phase.as_str(), "closed");
         assert_eq!(
             (s.remote_attempts, s.local_rejections, s.breaker.failures),

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use labrouter::outcome::MachineId;
 use labrouter::sim::Fault;
 use tokio::time::Instant;
 
@@ -44,7 +45,7 @@ async fn a_stream_cut_before_the_first_byte_falls_back() {
         "{text}"
     );
     assert_eq!(t.work(), (1, 1, 0));
-    assert_eq!(t.lab.machines.snapshot(0).breaker.failures, 1);
+    assert_eq!(t.lab.machines.snapshot(MachineId(0)).breaker.failures, 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -61,7 +62,7 @@ async fn a_stream_cut_after_bytes_reached_the_client_ends_with_an_error_event() 
     assert!(last.starts_with("data: {\"error\""), "{text}");
     assert!(last.contains("stream_cut"), "{last}");
     assert_eq!(t.work(), (1, 0, 0), "no failover after the first byte");
-    assert_eq!(t.lab.machines.snapshot(0).breaker.failures, 1);
+    assert_eq!(t.lab.machines.snapshot(MachineId(0)).breaker.failures, 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -128,7 +129,7 @@ async fn a_stream_slower_than_idle_on_a_live_machine_is_not_a_hang() {
         t.gpu.hits("/v1/models") >= 2,
         "liveness checked during the silences"
     );
-    assert_eq!(t.lab.machines.snapshot(0).breaker.failures, 0);
+    assert_eq!(t.lab.machines.snapshot(MachineId(0)).breaker.failures, 0);
 }
 
 #[tokio::test(start_paused = true)]

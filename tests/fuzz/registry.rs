@@ -591,7 +591,7 @@ fn check(r: &Registry) {
     span(r.server.shutdown_grace, "shutdown_grace");
     assert!(r.server.max_body > 0);
     assert!(!r.machines.is_empty() && !r.models.is_empty() && !r.routes.is_empty());
-    for (i, m) in r.machines.iter().enumerate() {
+    for (i, m) in r.machines.enumerate() {
         assert_eq!(
             r.machine_index(&m.name),
             Some(i),
@@ -626,13 +626,14 @@ fn check(r: &Registry) {
         assert!(p.failure_threshold >= 1 && p.success_threshold >= 1);
         assert!(m.max_concurrency >= 1);
     }
-    assert_eq!(r.model_ids, (0..r.models.len()).collect::<Vec<_>>());
-    for (i, m) in r.models.iter().enumerate() {
-        assert!(m.machine < r.machines.len());
+    assert!(r.model_ids.enumerate().all(|(i, &m)| m == i));
+    assert_eq!(r.model_ids.len(), r.models.len());
+    for (i, m) in r.models.enumerate() {
+        assert!(r.machines.get(m.machine).is_some());
         assert!(!m.backend.trim().is_empty());
         assert!(r.target_name(i).contains('@'));
     }
-    assert!(r.default_route < r.routes.len());
+    assert!(r.routes.get(r.default_route).is_some());
     for (i, route) in r.routes.iter().enumerate() {
         assert!(
             !route.chain.is_empty(),
@@ -640,12 +641,12 @@ fn check(r: &Registry) {
             route.name
         );
         assert!(
-            route.chain.iter().all(|&m| m < r.models.len()),
+            route.chain.iter().all(|&m| r.models.get(m).is_some()),
             "chain index out of range"
         );
         assert!(!route.name.is_empty() && route.name != "auto");
         assert!(
-            r.routes[..i].iter().all(|x| x.name != route.name),
+            r.routes.iter().take(i).all(|x| x.name != route.name),
             "route names are unique"
         );
         assert!(route.keywords.iter().all(|k| !k.is_empty()));
