@@ -110,12 +110,21 @@ impl Fleet {
         })
     }
 
+    /// Sets every breaker's state gauge: breakers built before the recorder was installed
+    /// set theirs into no recorder, and a restored breaker has made no transition.
+    pub fn gauge_states(&self) {
+        for (name, phase) in self.machines.phases() {
+            metrics::gauge!("labrouter_breaker_state", "machine" => name.to_string())
+                .set(crate::telemetry::phase_value(phase));
+        }
+    }
+
     /// Makes this fleet the one that serves: transitions carry its registry version from
     /// now on, the breaker gauges show its machines, and on a reload 401/403 pauses lift
     /// (SPEC §3.2: "until config reload or manual reset").
     pub fn activate(&self, reloaded: bool) {
         self.machines.bus().set_version(&self.registry.version);
-        crate::telemetry::breaker_states(self);
+        self.gauge_states();
         if reloaded {
             self.machines.lift_auth_pauses();
         }

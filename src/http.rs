@@ -38,7 +38,23 @@ pub fn app(svc: Arc<Service>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/", get(dashboard))
         .route("/metrics", get(prometheus))
-        .fallback(|| async { AppError::new(Code::NotFound, "no such endpoint") })
+        .fallback(|uri: axum::http::Uri| async move {
+            AppError::new(
+                Code::NotFound,
+                format!("no such endpoint: {}", crate::text::bounded(uri.path())),
+            )
+        })
+        .method_not_allowed_fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                AppError::new(
+                    Code::MethodNotAllowed,
+                    format!(
+                        "{method} is not allowed on {}; the Allow header lists what is",
+                        crate::text::bounded(uri.path())
+                    ),
+                )
+            },
+        )
         .layer(middleware::from_fn_with_state(
             Arc::clone(&svc),
             guard::guard,

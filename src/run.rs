@@ -53,7 +53,7 @@ pub async fn run(
 ) -> std::io::Result<()> {
     // The breakers already exist: their state gauges are set again once the recorder is in.
     crate::telemetry::install();
-    crate::telemetry::breaker_states(&svc.fleet());
+    svc.fleet().gauge_states();
     let grace = {
         let fleet = svc.fleet();
         tracing::info!(

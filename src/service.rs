@@ -95,7 +95,7 @@ impl Service {
             }
         }
         // The gauges show what was restored.
-        crate::telemetry::breaker_states(&fleet);
+        fleet.gauge_states();
         Ok(Service {
             fleet: ArcSwap::from_pointee(fleet),
             bus,

@@ -1,7 +1,7 @@
 //! Prometheus metrics (`GET /metrics`) through the `metrics` facade.
 //!
 //! One recorder per process, installed by [`crate::run`] (or a test) before it matters:
-//! a gauge set before the recorder is in is lost, so [`breaker_states`] sets them again.
+//! a gauge set before the recorder is in is lost, so [`crate::fleet::Fleet::gauge_states`] sets them again.
 //! The first scrape installs it too. Histogram samples wait in the recorder until drained,
 //! so a thread drains them every few seconds: a router nobody scrapes must not grow.
 
@@ -11,7 +11,6 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::breaker::Phase;
-use crate::fleet::Fleet;
 
 /// Latency buckets (seconds): from a fast-fail to a long generation.
 const BUCKETS: &[f64] = &[
@@ -80,15 +79,6 @@ fn describe() {
         Unit::Seconds,
         "Time to a machine's response head"
     );
-}
-
-/// Sets every breaker's state gauge from `fleet`: breakers built before [`install`] set
-/// theirs into no recorder.
-pub fn breaker_states(fleet: &Fleet) {
-    for (name, phase) in fleet.machines.phases() {
-        metrics::gauge!("labrouter_breaker_state", "machine" => name.to_string())
-            .set(phase_value(phase));
-    }
 }
 
 /// The gauge value of a phase.

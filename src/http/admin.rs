@@ -4,7 +4,7 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
@@ -140,10 +140,19 @@ pub struct Breaker {
 /// who/why.
 pub async fn breaker(
     State(svc): State<Arc<Service>>,
-    Path((machine, action)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<Json<Breaker>, AppError> {
+    let Path((machine, action)) = path.map_err(|e| {
+        AppError::new(
+            Code::InvalidPath,
+            format!(
+                "/admin/breakers/{{machine}}/{{action}}: {}",
+                crate::text::bounded(&e.body_text())
+            ),
+        )
+    })?;
     let fleet = svc.fleet();
     let i = fleet.registry.machine_index(&machine).ok_or_else(|| {
         let known: Vec<&str> = fleet
@@ -161,6 +170,7 @@ pub async fn breaker(
             ),
         )
     })?;
+    let body = super::inference::read_body(&fleet.registry.server, &headers, body).await?;
     let note: Note = if body.is_empty() {
         Note::default()
     } else {

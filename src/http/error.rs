@@ -17,6 +17,7 @@ pub enum Code {
     InvalidJson,
     InvalidHeader,
     InvalidQuery,
+    InvalidPath,
     UnreadableBody,
     ModelNotFound,
     ModelRequired,
@@ -29,6 +30,8 @@ pub enum Code {
     NoLedger,
     MachineNotFound,
     UnknownAction,
+    // 405
+    MethodNotAllowed,
     // 408, 413, 422
     RequestTimeout,
     RequestTooLarge,
@@ -44,6 +47,7 @@ impl Code {
             Code::InvalidJson
             | Code::InvalidHeader
             | Code::InvalidQuery
+            | Code::InvalidPath
             | Code::UnreadableBody
             | Code::ModelNotFound
             | Code::ModelRequired => StatusCode::BAD_REQUEST,
@@ -52,6 +56,7 @@ impl Code {
             Code::NotFound | Code::NoLedger | Code::MachineNotFound | Code::UnknownAction => {
                 StatusCode::NOT_FOUND
             }
+            Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::RegistryRejected => StatusCode::UNPROCESSABLE_ENTITY,

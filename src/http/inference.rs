@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use axum::Json;
 use serde::Serialize;
@@ -12,7 +13,7 @@ use serde::Serialize;
 use super::error::{AppError, Code};
 use crate::body::Unread;
 use crate::fleet::Fleet;
-use crate::registry::parse_duration_max;
+use crate::registry::{parse_duration_max, Server};
 use crate::request::Parsed;
 use crate::service::Service;
 use crate::upstream::Endpoint;
@@ -39,20 +40,18 @@ pub async fn embeddings(
 /// further.
 const WAIT_MAX: Duration = Duration::from_secs(86_400);
 
-async fn completion(
-    fleet: Arc<Fleet>,
-    endpoint: Endpoint,
-    req: Request,
-) -> Result<Response, AppError> {
-    let (parts, body) = req.into_parts();
-    let server = &fleet.registry.server;
+/// A request body, read whole within `server.max_body` and `server.idle_timeout`.
+pub(super) async fn read_body(
+    server: &Server,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, AppError> {
     let (max, idle) = (server.max_body, server.idle_timeout);
-    let declared = parts
-        .headers
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let bytes = crate::body::collect(body.into_data_stream(), declared, max, Some(idle))
+    crate::body::collect(body.into_data_stream(), declared, max, Some(idle))
         .await
         .map_err(|e| match e {
             Unread::TooLarge => AppError::new(
@@ -70,7 +69,16 @@ async fn completion(
                 Code::UnreadableBody,
                 format!("could not read the request body: {e}"),
             ),
-        })?;
+        })
+}
+
+async fn completion(
+    fleet: Arc<Fleet>,
+    endpoint: Endpoint,
+    req: Request,
+) -> Result<Response, AppError> {
+    let (parts, body) = req.into_parts();
+    let bytes = read_body(&fleet.registry.server, &parts.headers, body).await?;
     let parsed = Parsed::new(endpoint, bytes).map_err(|e| AppError::new(Code::InvalidJson, e.0))?;
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let wait = header("x-labrouter-wait")
@@ -78,7 +86,10 @@ async fn completion(
         .transpose()
         .map_err(|e| AppError::new(Code::InvalidHeader, format!("x-labrouter-wait: {e}")))?;
     // A vector store must never get vectors from a model it did not ask for (SPEC §4).
-    if endpoint == Endpoint::Embeddings && matches!(parsed.model.as_deref(), None | Some("auto")) {
+    // Routing reads a missing, empty or `auto` model alike: as "route by content".
+    if endpoint == Endpoint::Embeddings
+        && matches!(parsed.model.as_deref(), None | Some("auto") | Some(""))
+    {
         let names: Vec<&str> = fleet
             .registry
             .models

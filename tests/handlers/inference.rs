@@ -180,7 +180,7 @@ async fn embeddings_without_a_named_model_are_model_required() {
 }
 
 #[tokio::test]
-#[ignore = "bug: inference.rs checks model_required for None and \"auto\" only, while route::Matcher::decide routes \"\" like auto, so an embeddings request with \"model\": \"\" is keyword-routed to a model it did not name (SPEC §4)"]
+
 async fn embeddings_with_an_empty_model_are_model_required() {
     let t = Lab::in_memory("").await;
     let body = json!({"model": "", "input": "hi"}).to_string();

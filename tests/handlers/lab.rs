@@ -125,8 +125,8 @@ impl Lab {
             "a liveness check reached a machine"
         );
         let fleet = self.svc.fleet();
-        for i in 0..fleet.machines.len() {
-            let s = fleet.machines.snapshot(i);
+        assert_eq!(fleet.machines.snapshots().count(), 3);
+        for s in fleet.machines.snapshots() {
             assert_eq!(s.breaker.phase.as_str(), "closed", "{}", s.name);
             assert_eq!(
                 (s.remote_attempts, s.local_rejections, s.breaker.failures),

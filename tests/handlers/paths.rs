@@ -42,7 +42,7 @@ async fn healthz_answers_everyone() {
 }
 
 #[tokio::test]
-#[ignore = "bug: a wrong method on a known path is axum's bare 405 with an empty body, not the router's error envelope (src/http.rs sets only the Router fallback, not a method_not_allowed_fallback)"]
+
 async fn a_wrong_method_is_answered_in_the_envelope() {
     let t = Lab::in_memory("").await;
     for (req, allow) in [
