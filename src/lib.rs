@@ -18,7 +18,10 @@
 //! - [`service`]: the current lab behind an atomic swap; reloads.
 //! - [`server`]: the accept loop, connection bounds and the graceful drain; [`serve`].
 //! - [`mod@run`]: the whole service on a listener the caller holds: metrics, health checks,
-//!   ledger prune, Telegram, reload triggers, systemd, [`serve`], the store flushed; [`run()`].
+//!   ledger prune, counter samples, Telegram, reload triggers, systemd, [`serve`], the store
+//!   flushed; [`run()`].
+//! - [`sample`]: every machine's live counters written to the store each minute, for the
+//!   digest's counts.
 //! - [`cli`]: the command line: clap definitions and each subcommand's body.
 //! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
 //! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
@@ -47,6 +50,7 @@ pub mod replay;
 pub mod request;
 pub mod route;
 pub mod run;
+pub mod sample;
 pub mod sdnotify;
 pub mod server;
 pub mod service;

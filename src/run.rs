@@ -1,7 +1,8 @@
 //! The whole service on a listener the caller holds (SPEC §7, §8), as mini-redis's
 //! `server::run(listener, shutdown)`: metrics, health checks, the daily ledger prune,
-//! Telegram, reload triggers and systemd readiness around [`crate::serve`], then the store
-//! flushed. `labrouter serve` is this plus a socket and signals; tests run it in-process.
+//! counter samples, Telegram, reload triggers and systemd readiness around [`crate::serve`],
+//! then the store flushed. `labrouter serve` is this plus a socket and signals; tests run it
+//! in-process.
 //!
 //! Everything started here stops when [`run`] returns, or when its future is dropped.
 
@@ -106,6 +107,13 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
         tokio::spawn(crate::health::run(Arc::clone(svc))),
         tokio::spawn(crate::service::prune_daily(Arc::clone(svc))),
     ];
+    // The digest's per-day counts, whether or not Telegram is on to send it.
+    if svc.store().is_some() {
+        tasks.push(tokio::spawn(crate::sample::sample_counters_every(
+            Arc::clone(svc),
+            crate::sample::EVERY,
+        )));
+    }
     #[cfg(unix)]
     if opts.sighup {
         tasks.push(tokio::spawn(reload_on_sighup(Arc::clone(svc))));

@@ -54,6 +54,9 @@ pub struct Service {
     config: Option<PathBuf>,
     /// One reload at a time: two racing reloads could otherwise carry stale breakers over.
     reloading: Mutex<()>,
+    /// When this service started (unix ms): its machines' counters count from zero here, so
+    /// counter samples and the digest's live counts name the process by it.
+    boot_ms: i64,
     /// Last, so it outlives the breakers that write to it.
     store: Option<Store>,
 }
@@ -101,6 +104,7 @@ impl Service {
             bus,
             config,
             reloading: Mutex::new(()),
+            boot_ms: crate::store::ms(SystemTime::now()),
             store: Some(store),
         })
     }
@@ -115,6 +119,7 @@ impl Service {
             bus,
             config,
             reloading: Mutex::new(()),
+            boot_ms: crate::store::ms(SystemTime::now()),
             store: None,
         })
     }
@@ -135,6 +140,12 @@ impl Service {
 
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()
+    }
+
+    /// When this service started (unix ms): the name of its counters' lifetime in counter
+    /// samples ([`crate::sample`]) and in the digest's live counts.
+    pub fn boot_ms(&self) -> i64 {
+        self.boot_ms
     }
 
     /// Reads the registry file again and swaps it in if valid.

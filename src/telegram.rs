@@ -11,10 +11,10 @@
 //! - `tasks`: the live alert and digest tasks; `gather`: the digest's inputs.
 //!
 //! This file holds the settings and starts it all for a running [`Service`]: a task turning
-//! hub transitions into alerts, a task keeping the digest schedule and sampling counters,
-//! and the sender. Nothing
+//! hub transitions into alerts, a task keeping the digest schedule, and the sender. Nothing
 //! here runs on the request path: transitions arrive over the hub's broadcast, and every
-//! message goes through a queue that never waits.
+//! message goes through a queue that never waits. The counter samples the digest reads are
+//! written by [`crate::sample`], Telegram or not.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -171,8 +171,6 @@ pub struct Options {
     /// One request to Telegram at most (connect, send, answer). Keep it over 10s:
     /// teloxide pauses 10s after a 5xx before reading the body, inside this timeout.
     pub send_timeout: Duration,
-    /// How often live counters are written to the store for the digest's counts.
-    pub sample_every: Duration,
     /// The schedule looks at the wall clock at least this often.
     pub tick: Duration,
     pub clock: Clock,
@@ -183,7 +181,6 @@ impl Default for Options {
         Options {
             outbox: outbox::Retries::default(),
             send_timeout: Duration::from_secs(20),
-            sample_every: Duration::from_secs(60),
             tick: Duration::from_secs(60),
             clock: Clock::System,
         }
@@ -242,7 +239,6 @@ pub fn start(
     let store_tx = svc.store().map(store::Store::sender);
     // Subscribed before returning: no transition after start is missed.
     let transitions = svc.bus().subscribe();
-    let boot_ms = opts.clock.now().as_millisecond();
     tracing::info!(chat_id = settings.chat_id, digest_at = ?settings.digest_at, "telegram alerts and digest on");
     let tasks = vec![
         tokio::spawn(outbox::run(rx, client, opts.outbox.clone(), store_tx)),
@@ -252,13 +248,7 @@ pub fn start(
             transitions,
             outbox.clone(),
         )),
-        tokio::spawn(tasks::digest_loop(
-            svc,
-            settings,
-            opts,
-            outbox.clone(),
-            boot_ms,
-        )),
+        tokio::spawn(tasks::digest_loop(svc, settings, opts, outbox.clone())),
     ];
     Ok(Running { outbox, tasks })
 }

@@ -1,6 +1,7 @@
 //! Running as a service: reloads that keep breaker state, a rejected registry that leaves
 //! the old one serving, /status and the dashboard; and the whole service (`labrouter::run`)
-//! in-process: a watched file, a reload trigger, health checks, a drained shutdown.
+//! in-process: a watched file, a reload trigger, health checks, counter samples without
+//! Telegram, a drained shutdown.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -434,4 +435,54 @@ async fn health_checks_open_an_idle_dead_machine_and_close_it_when_it_is_back() 
         checks,
         "no check after run returned"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn counter_samples_are_written_every_minute_without_telegram() {
+    let lab = Lab::start().await;
+    let yaml = lab.yaml().replace(
+        "  max_body: 64KiB",
+        &format!(
+            "  max_body: 64KiB\n  state_dir: \"{}\"",
+            lab.dir.path().join("state").display()
+        ),
+    );
+    lab.write(&yaml);
+    let svc = Arc::new(Service::open(&lab.config()).unwrap());
+    assert!(
+        svc.fleet().registry.telegram.is_none(),
+        "no telegram: block"
+    );
+    // run samples the counters: at start, then every minute.
+    let running = Running::start(Arc::clone(&svc), RunOptions::default()).await;
+    assert_eq!(chat(&running.base, "chat").await.status(), 200);
+    assert_eq!(lab.local.work_hits(), 1);
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    running.stop().await.unwrap();
+
+    let store = svc.store().unwrap();
+    let read = || labrouter::store::counter_samples(store.path(), 0).unwrap();
+    let samples = read();
+    for machine in ["gpu-box", "ubuntu-box", "local"] {
+        assert!(
+            samples.iter().filter(|s| s.machine == machine).count() >= 2,
+            "{machine}: a sample at start and a minute later: {samples:?}"
+        );
+    }
+    assert!(
+        samples.iter().all(|s| s.boot_ms == svc.boot_ms()),
+        "every sample names this process: {samples:?}"
+    );
+    let local: Vec<u64> = samples
+        .iter()
+        .filter(|s| s.machine == "local")
+        .map(|s| s.remote_attempts)
+        .collect();
+    assert_eq!(local.first(), Some(&0), "before the request: {samples:?}");
+    assert_eq!(local.last(), Some(&1), "after the request: {samples:?}");
+
+    // The sampling stops with run.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(store.flush(Duration::from_secs(5)));
+    assert_eq!(read().len(), samples.len(), "no sample after run returned");
 }

@@ -1,7 +1,6 @@
 //! The live side: the task that turns breaker transitions into alerts, and the task that
-//! keeps the digest schedule (catch-up at start, then every `digest_at`) and writes counter
-//! samples. Both only read the lab and push to the [`Outbox`]: nothing here can hold up a
-//! request.
+//! keeps the digest schedule (catch-up at start, then every `digest_at`). Both only read the
+//! lab and push to the [`Outbox`]: nothing here can hold up a request.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,7 +8,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio::sync::broadcast;
-use tokio::time::Instant;
 
 use super::digest::{MachineNow, Sample};
 use super::gather::render_from_store;
@@ -18,7 +16,7 @@ use super::{alerts, schedule, Clock, Options, Settings, LAST_DIGEST};
 use crate::breaker::Phase;
 use crate::machines::Transitioned;
 use crate::service::Service;
-use crate::store::{self, Msg};
+use crate::store;
 
 /// Turns every breaker transition into at most one message ([`alerts::Alerts`] decides);
 /// the fallback line reads the registry serving now, so a reload shows in the next alert.
@@ -58,14 +56,8 @@ pub(super) async fn alert_loop(
 
 /// Catches up a missed digest at start, then sends one per slot. It reads the wall clock
 /// every `tick` rather than sleeping a whole day, so a suspended host or a changed clock is
-/// noticed; counters are sampled every `sample_every` for the digest's per-day counts.
-pub(super) async fn digest_loop(
-    svc: Arc<Service>,
-    s: Settings,
-    opts: Options,
-    outbox: Outbox,
-    boot_ms: i64,
-) {
+/// noticed. The counter samples it reads are [`crate::sample`]'s.
+pub(super) async fn digest_loop(svc: Arc<Service>, s: Settings, opts: Options, outbox: Outbox) {
     let path = svc.store().map(|st| st.path().to_path_buf());
     let last = match &path {
         Some(p) => last_digest(p.clone()).await,
@@ -73,49 +65,26 @@ pub(super) async fn digest_loop(
     };
     let now = opts.clock.now();
     let mut last_sent = last;
-    sample(&svc, &opts.clock, boot_ms);
     if schedule::catch_up_due(last, now, s.digest_at, &s.tz) {
         tracing::info!(last = ?last, "the router was down at the last digest time: sending the digest now");
-        queue_digest(&svc, &s, &opts.clock, &outbox, boot_ms, path.as_deref()).await;
+        queue_digest(&svc, &s, &opts.clock, &outbox, path.as_deref()).await;
         last_sent = Some(now);
     }
     let mut next = schedule::next_send(now, s.digest_at, &s.tz);
-    let mut next_sample = Instant::now() + opts.sample_every;
     loop {
         let now = opts.clock.now();
         if now >= next {
             if schedule::slot_sends(last_sent, next) {
-                queue_digest(&svc, &s, &opts.clock, &outbox, boot_ms, path.as_deref()).await;
+                queue_digest(&svc, &s, &opts.clock, &outbox, path.as_deref()).await;
                 last_sent = Some(now);
             } else {
                 tracing::info!("digest slot skipped: a catch-up digest went out shortly before");
             }
             next = schedule::next_send(now, s.digest_at, &s.tz);
         }
-        if Instant::now() >= next_sample {
-            sample(&svc, &opts.clock, boot_ms);
-            next_sample = Instant::now() + opts.sample_every;
-        }
-        let wait = schedule::sleep_for(now, next, opts.tick)
-            .min(next_sample.saturating_duration_since(Instant::now()));
+        let wait = schedule::sleep_for(now, next, opts.tick);
         tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
     }
-}
-
-/// Writes the live counters of every machine to the store (for the digest's counts).
-fn sample(svc: &Service, clock: &Clock, boot_ms: i64) {
-    let Some(st) = svc.store() else { return };
-    let fleet = svc.fleet();
-    let machines = fleet
-        .machines
-        .snapshots()
-        .map(|s| (s.name, s.remote_attempts, s.local_rejections, s.rerouted))
-        .collect();
-    let _ = st.sender().send(Msg::Counters {
-        at_ms: clock.now().as_millisecond(),
-        boot_ms,
-        machines,
-    });
 }
 
 /// When the last digest was delivered, from the store's `meta`; `None` on a fresh store
@@ -141,11 +110,10 @@ async fn queue_digest(
     s: &Settings,
     clock: &Clock,
     outbox: &Outbox,
-    boot_ms: i64,
     path: Option<&Path>,
 ) {
     let now = clock.now();
-    let machines = live_machines(svc, now, boot_ms);
+    let machines = live_machines(svc, now);
     let parts = match render_from_store(path.map(Path::to_path_buf), now, &s.tz, machines).await {
         Ok(parts) => parts,
         Err(e) => {
@@ -163,8 +131,9 @@ async fn queue_digest(
     }
 }
 
-/// The machines of the serving registry with their live breakers and counters.
-fn live_machines(svc: &Service, now: Timestamp, boot_ms: i64) -> Vec<MachineNow> {
+/// The machines of the serving registry with their live breakers and counters; the
+/// counters are named by the service's start, as [`crate::sample`] names the stored ones.
+fn live_machines(svc: &Service, now: Timestamp) -> Vec<MachineNow> {
     let fleet = svc.fleet();
     fleet
         .machines
@@ -173,7 +142,7 @@ fn live_machines(svc: &Service, now: Timestamp, boot_ms: i64) -> Vec<MachineNow>
             state: s.breaker.phase,
             counters: Some(Sample {
                 at_ms: now.as_millisecond(),
-                boot_ms,
+                boot_ms: svc.boot_ms(),
                 machine: s.name.clone(),
                 remote_attempts: s.remote_attempts,
                 local_rejections: s.local_rejections,

@@ -129,7 +129,7 @@ const MIDDAY: &str = "2026-11-30T12:00:00Z";
 
 /// Paused time well past every interval that could still send something: the start's
 /// catch-up decision, the outbox's retries (100 ms doubling to 1 s), teloxide's 10 s pause
-/// after a 5xx, the schedule's 60 s tick and the 60 s counter samples.
+/// after a 5xx and the schedule's 60 s tick.
 async fn quiet_minutes() {
     tokio::time::sleep(Duration::from_secs(5 * 60)).await;
 }

@@ -1,0 +1,85 @@
+//! The schema: migrations applied in order on open, and the connection settings every
+//! connection to the file shares (WAL beside one writer, a busy timeout).
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::{sqlite, StoreError};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` says how many ran.
+const MIGRATIONS: &[&str] = &[
+    // 1: verdicts, the ledger, meta.
+    "CREATE TABLE verdicts (
+        machine TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        opened_at_ms INTEGER,
+        cooldown_ms INTEGER NOT NULL,
+        open_until_ms INTEGER,
+        last_reason TEXT,
+        last_retry_after_ms INTEGER,
+        registry_version TEXT NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE ledger (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms INTEGER NOT NULL,
+        machine TEXT NOT NULL,
+        from_state TEXT NOT NULL,
+        to_state TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        cooldown_until_ms INTEGER,
+        remote_attempted INTEGER NOT NULL,
+        registry_version TEXT NOT NULL,
+        remote_attempts INTEGER NOT NULL,
+        local_rejections INTEGER NOT NULL
+    );
+    CREATE INDEX ledger_machine_seq ON ledger (machine, seq);
+    CREATE INDEX ledger_at ON ledger (at_ms);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    // 2: counter samples, for the digest's per-day request counts.
+    "CREATE TABLE counters (
+        at_ms INTEGER NOT NULL,
+        boot_ms INTEGER NOT NULL,
+        machine TEXT NOT NULL,
+        remote_attempts INTEGER NOT NULL,
+        local_rejections INTEGER NOT NULL,
+        rerouted INTEGER NOT NULL
+    );
+    CREATE INDEX counters_at ON counters (at_ms);",
+];
+
+/// The writer's connection (and start-up's): WAL, so readers run beside it.
+pub(super) fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(sqlite(path))?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(sqlite(path))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(sqlite(path))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sqlite(path))?;
+    Ok(conn)
+}
+
+/// A reader's connection (`/status/events`, the digest): it never writes.
+pub(super) fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(sqlite(path))
+}
+
+/// Runs the migrations the file has not seen yet, each in its own transaction.
+pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sqlite(path))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        let tx = conn.transaction().map_err(sqlite(path))?;
+        tx.execute_batch(sql).map_err(sqlite(path))?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(sqlite(path))?;
+        tx.commit().map_err(sqlite(path))?;
+    }
+    Ok(())
+}
