@@ -394,14 +394,19 @@ async fn admin(r: &Router, action: &str, body: Value) -> reqwest::Response {
 }
 
 /// The reproduction: 20 × 2 MB admin POSTs made a 45 MB database and a 40 MB events page;
-/// a `why` with a newline forged a log line. Fields are cut to 200 characters and escaped;
-/// actions that change nothing are not ledgered.
+/// a `why` with a newline forged a log line. Bodies over `server.max_body` get 413; fields
+/// are cut to 200 characters and escaped; actions that change nothing are not ledgered.
 #[tokio::test(start_paused = true)]
 async fn admin_notes_are_bounded_and_no_op_actions_are_not_ledgered() {
     let m = Machines::start().await;
     let dir = tempfile::tempdir().unwrap();
     let r = Router::start(&m.yaml(dir.path())).await;
-    let huge = format!("line one\nFAKE LOG LINE{}", "x".repeat(1_900_000));
+    // A body over server.max_body (64 KiB here) is refused whole, changing nothing.
+    let too_big = format!("line one\nFAKE LOG LINE{}", "x".repeat(1_900_000));
+    let resp = admin(&r, "open", serde_json::json!({"by": "alice", "why": too_big})).await;
+    assert_eq!(resp.status(), 413);
+    // Under it, a note is still far longer than the ledger keeps.
+    let huge = format!("line one\nFAKE LOG LINE{}", "x".repeat(60_000));
     for _ in 0..3 {
         let resp = admin(&r, "close", serde_json::json!({"by": "alice", "why": huge})).await;
         assert_eq!(resp.status(), 200);
@@ -409,7 +414,7 @@ async fn admin_notes_are_bounded_and_no_op_actions_are_not_ledgered() {
     let resp = admin(
         &r,
         "open",
-        serde_json::json!({"by": "y".repeat(5000), "why": huge}),
+        serde_json::json!({"by": "y".repeat(3000), "why": huge}),
     )
     .await;
     assert_eq!(resp.status(), 200);
