@@ -151,7 +151,7 @@ impl Store {
         Ok((conn, Recalled::Verdicts(restored)))
     }
 
-    /// Where transitions go to be written: give it to [`crate::machines::Machines`].
+    /// Where transitions go to be written: the breakers' bus sends them here.
     pub fn sender(&self) -> mpsc::Sender<Msg> {
         self.tx.clone()
     }

@@ -403,7 +403,12 @@ async fn admin_notes_are_bounded_and_no_op_actions_are_not_ledgered() {
     let r = Router::start(&m.yaml(dir.path())).await;
     // A body over server.max_body (64 KiB here) is refused whole, changing nothing.
     let too_big = format!("line one\nFAKE LOG LINE{}", "x".repeat(1_900_000));
-    let resp = admin(&r, "open", serde_json::json!({"by": "alice", "why": too_big})).await;
+    let resp = admin(
+        &r,
+        "open",
+        serde_json::json!({"by": "alice", "why": too_big}),
+    )
+    .await;
     assert_eq!(resp.status(), 413);
     // Under it, a note is still far longer than the ledger keeps.
     let huge = format!("line one\nFAKE LOG LINE{}", "x".repeat(60_000));

@@ -12,6 +12,13 @@ use super::raw::RawServer;
 use super::units::{parse_size, DURATION_MAX};
 use super::validate::{err, Invalid};
 
+/// `server.max_connections` when unset.
+pub const MAX_CONNECTIONS_DEFAULT: usize = 1024;
+
+/// The largest `server.max_connections` accepted: past it the number is a typo, and each
+/// connection holds a file descriptor and buffers.
+pub const MAX_CONNECTIONS_LIMIT: usize = 1_000_000;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Server {
     pub listen: SocketAddr,
@@ -177,13 +184,13 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let max_connections = match &raw.max_connections {
-        None => 1024,
-        Some(v) if v.value == 0 || v.value > 1_000_000 => {
-            return err(
-                v.referenced,
-                "server.max_connections: expected a whole number from 1 to 1000000",
-            )
-        }
+        None => MAX_CONNECTIONS_DEFAULT,
+        Some(v) if v.value == 0 || v.value as usize > MAX_CONNECTIONS_LIMIT => return err(
+            v.referenced,
+            format!(
+                "server.max_connections: expected a whole number from 1 to {MAX_CONNECTIONS_LIMIT}"
+            ),
+        ),
         Some(v) => v.value as usize,
     };
     Ok(Server {

@@ -1,0 +1,98 @@
+//! An admitted call: a concurrency slot and the breaker's ticket, reporting exactly one
+//! outcome (a lease dropped without one reports `Cancel`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::tracker::{lock, step_tracker, Tracker};
+use super::Bus;
+use crate::breaker::{Decision, Event, Failure, Phase, Ticket};
+use crate::outcome::{Attempted, Effect};
+
+/// An admitted call to one machine: a concurrency slot plus the breaker's ticket.
+#[derive(Debug)]
+pub struct Lease {
+    tracker: Arc<Tracker>,
+    bus: Arc<Bus>,
+    ticket: Ticket,
+    done: bool,
+}
+
+impl Lease {
+    /// The lease of a call `tracker`'s breaker admitted with `ticket`.
+    pub(super) fn new(tracker: Arc<Tracker>, bus: Arc<Bus>, ticket: Ticket) -> Lease {
+        Lease {
+            tracker,
+            bus,
+            ticket,
+            done: false,
+        }
+    }
+}
+
+impl Lease {
+    /// The call served: the machine works.
+    pub fn succeed(self) -> Decision {
+        let t = self.ticket;
+        self.report(Event::Success(t), None)
+    }
+
+    /// The call failed in a way that counts (a stream cut after bytes reached the client).
+    pub fn fail(self, failure: Failure) -> Decision {
+        let t = self.ticket;
+        self.report(Event::Failure(t, failure), None)
+    }
+
+    /// The call did not serve: its breaker records what `attempted` says it should.
+    pub fn finish(self, attempted: &Attempted) -> Decision {
+        let t = self.ticket;
+        match attempted.effect {
+            Effect::Counted(kind) => self.fail(Failure {
+                kind,
+                detail: attempted.detail.clone(),
+                retry_after: attempted.retry_after,
+            }),
+            Effect::Throttled(until) => {
+                self.report(Event::RateLimited(t, until), Some("rate limited"))
+            }
+            Effect::Paused => self.report(Event::AuthFailed(t, attempted.detail.clone()), None),
+            Effect::None => self.report(Event::Cancel(t), Some("no verdict")),
+        }
+    }
+
+    /// Reports how the call ended. Consumes the lease: one outcome per admission.
+    fn report(mut self, event: Event, no_verdict: Option<&'static str>) -> Decision {
+        self.done = true;
+        let decision = step_tracker(&self.tracker, &self.bus, event);
+        if let Some(why) = no_verdict {
+            self.probe_released(why);
+        }
+        decision
+    }
+
+    /// Says so when a probe ended without a verdict and the breaker, still half-open, will
+    /// admit the next request as its probe (SPEC §3.4): once per probe, never per request.
+    fn probe_released(&self, why: &'static str) {
+        if !self.ticket.probe {
+            return;
+        }
+        let b = &lock(&self.tracker.state).breaker;
+        if b.phase == Phase::HalfOpen
+            && !b.probe_in_flight
+            && b.generation == self.ticket.generation
+        {
+            tracing::info!(machine = %self.tracker.name, why, "probe ended without a verdict; the next request may probe");
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.done {
+            step_tracker(&self.tracker, &self.bus, Event::Cancel(self.ticket));
+            self.probe_released("client gone");
+        }
+        self.tracker.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.bus.changed.notify_waiters();
+    }
+}
