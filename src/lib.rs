@@ -13,9 +13,10 @@
 //! - [`proxy`]: the chain walk and the error when nothing served.
 //! - [`health`]: active health checks for machines that set `health`.
 //! - [`host`]: the orchestrator's own health (sysinfo).
-//! - [`http`]: handlers, auth, body limits; [`app`] builds the router.
-//! - [`fleet`]: everything one loaded registry needs at run time: registry, matcher, breakers, clients.
-//! - [`service`]: the current lab behind an atomic swap; reloads.
+//! - [`fleet`]: everything one loaded registry needs at run time: registry, matcher,
+//!   breakers, clients.
+//! - [`service`]: the current fleet behind an atomic swap; reloads.
+//! - [`http`]: handlers, the guard, one error type; [`app`] builds the router.
 //! - [`server`]: the accept loop, connection bounds and the graceful drain; [`serve`].
 //! - [`mod@run`]: the whole service on a listener the caller holds: metrics, health checks,
 //!   ledger prune, counter samples, Telegram, reload triggers, systemd, [`serve`], the store

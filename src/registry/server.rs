@@ -185,12 +185,14 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
         .collect::<Result<Vec<_>, _>>()?;
     let max_connections = match &raw.max_connections {
         None => MAX_CONNECTIONS_DEFAULT,
-        Some(v) if v.value == 0 || v.value as usize > MAX_CONNECTIONS_LIMIT => return err(
-            v.referenced,
-            format!(
+        Some(v) if v.value == 0 || v.value as usize > MAX_CONNECTIONS_LIMIT => {
+            return err(
+                v.referenced,
+                format!(
                 "server.max_connections: expected a whole number from 1 to {MAX_CONNECTIONS_LIMIT}"
             ),
-        ),
+            )
+        }
         Some(v) => v.value as usize,
     };
     Ok(Server {
