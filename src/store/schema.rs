@@ -50,6 +50,58 @@ const MIGRATIONS: &[&str] = &[
         rerouted INTEGER NOT NULL
     );
     CREATE INDEX counters_at ON counters (at_ms);",
+    // 3: tasks (SPEC §10). The request body stays here until the task runs; `attempts`,
+    // `result`, `error`, `after` and `metadata` are JSON text. `owner` is a hash of the API
+    // key that submitted it ('' without keys); `idem_key` a hash of its Idempotency-Key.
+    "CREATE TABLE tasks (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        owner TEXT NOT NULL,
+        status TEXT NOT NULL,
+        endpoint TEXT NOT NULL,
+        route TEXT,
+        accept TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        after TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        request BLOB NOT NULL,
+        created_ms INTEGER NOT NULL,
+        started_ms INTEGER,
+        finished_ms INTEGER,
+        deadline_ms INTEGER NOT NULL,
+        attempts_used INTEGER NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        interrupted INTEGER NOT NULL,
+        attempts TEXT NOT NULL,
+        waiting_for TEXT,
+        result TEXT,
+        error TEXT,
+        callback_url TEXT,
+        callback_state TEXT,
+        callback_attempts INTEGER NOT NULL,
+        callback_last_error TEXT,
+        callback_next_ms INTEGER,
+        idem_key TEXT,
+        idem_fingerprint TEXT,
+        UNIQUE (owner, idem_key)
+    );
+    CREATE INDEX tasks_status ON tasks (status, seq);
+    CREATE INDEX tasks_finished ON tasks (finished_ms);
+    CREATE INDEX tasks_owner_seq ON tasks (owner, seq);",
+    // 4: answers kept for Idempotency-Key on completions and embeddings (SPEC §10): a hash
+    // of the key scoped by `owner`, the body's fingerprint, and the machine's answer.
+    "CREATE TABLE idempotent_answers (
+        owner TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        content_type TEXT,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        created_ms INTEGER NOT NULL,
+        PRIMARY KEY (owner, key)
+    );
+    CREATE INDEX idempotent_answers_created ON idempotent_answers (created_ms);",
 ];
 
 /// The writer's connection (and start-up's): WAL, so readers run beside it.
