@@ -21,6 +21,7 @@ mod admin;
 pub mod error;
 mod guard;
 mod inference;
+mod tasks;
 
 pub use error::{AppError, Code};
 
@@ -31,6 +32,9 @@ pub fn app(svc: Arc<Service>) -> Router {
         .route("/v1/completions", post(inference::completions))
         .route("/v1/embeddings", post(inference::embeddings))
         .route("/v1/models", get(inference::models))
+        .route("/v1/tasks", post(tasks::submit).get(tasks::list))
+        .route("/v1/tasks/{id}", get(tasks::show))
+        .route("/v1/tasks/{id}/cancel", post(tasks::cancel))
         .route("/status", get(status))
         .route("/status/events", get(admin::events))
         .route("/admin/breakers/{machine}/{action}", post(admin::breaker))

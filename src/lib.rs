@@ -58,6 +58,7 @@ pub mod service;
 pub mod sim;
 pub mod status;
 pub mod store;
+pub mod tasks;
 pub mod telegram;
 pub mod telemetry;
 pub mod text;

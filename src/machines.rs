@@ -186,6 +186,15 @@ impl Machines {
         }
     }
 
+    /// Calls in flight on machine `i` and its bulkhead limit (`max_concurrency`).
+    pub fn load(&self, i: MachineId) -> (u32, u32) {
+        let t = &self.trackers[i.0];
+        (
+            t.inflight.load(Ordering::Relaxed),
+            t.max_concurrency.load(Ordering::Relaxed),
+        )
+    }
+
     /// Every machine's snapshot, in registry order.
     pub fn snapshots(&self) -> impl Iterator<Item = Snapshot> + '_ {
         (0..self.trackers.len()).map(|i| self.snapshot(MachineId(i)))

@@ -14,11 +14,13 @@ use serde::{Deserialize, Serialize};
 mod attempted;
 pub mod ids;
 pub mod phase;
+pub mod task;
 pub mod words;
 
 pub use attempted::{Attempted, Effect, Fault, Held, Unserved};
 pub use ids::{MachineId, ModelId, RouteId};
 pub use phase::Phase;
+pub use task::{Delivery, TaskCode, TaskStatus};
 pub use words::words;
 
 /// Every reason a target did not serve: a skip (nothing sent), a counted failure (a row of

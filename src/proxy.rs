@@ -184,7 +184,7 @@ pub async fn forward(
 }
 
 /// Counts a sent attempt that did not serve, by its reason.
-fn count_attempt(fleet: &Fleet, machine: MachineId, a: &Attempted) {
+pub(crate) fn count_attempt(fleet: &Fleet, machine: MachineId, a: &Attempted) {
     metrics::counter!("labrouter_upstream_attempts_total",
         "machine" => fleet.registry.machines[machine].name.clone(), "outcome" => a.reason.as_str())
     .increment(1);
@@ -192,7 +192,7 @@ fn count_attempt(fleet: &Fleet, machine: MachineId, a: &Attempted) {
 
 /// Counts a served request: its machine's success, its duration, and a fallback if the
 /// chain's first target did not serve.
-fn count_served(
+pub(crate) fn count_served(
     fleet: &Fleet,
     route: &str,
     model: ModelId,

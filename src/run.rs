@@ -107,6 +107,10 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
         tokio::spawn(crate::health::run(Arc::clone(svc))),
         tokio::spawn(crate::service::prune_daily(Arc::clone(svc))),
     ];
+    // The task queue (SPEC §10): resumed when the service opened its store.
+    if let Some(scheduler) = svc.tasks() {
+        tasks.push(tokio::spawn(Arc::clone(scheduler).run()));
+    }
     // The digest's per-day counts, whether or not Telegram is on to send it.
     if svc.store().is_some() {
         tasks.push(tokio::spawn(crate::sample::sample_counters_every(

@@ -15,6 +15,8 @@ use crate::fleet::{Fleet, FleetError};
 use crate::machines::Bus;
 use crate::outcome::MachineId;
 use crate::registry::{Registry, RegistryError};
+use crate::tasks::scheduler::FleetNow;
+use crate::tasks::Scheduler;
 use crate::store::{Msg, Recalled, Restored, Store, StoreError};
 
 /// Why the service could not start, or a reload was refused.
@@ -26,6 +28,8 @@ pub enum ServiceError {
     Fleet(#[from] FleetError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("cannot resume the task queue: {0}")]
+    Tasks(String),
     #[error("this router was started without a registry file, so there is nothing to reload")]
     NoConfig,
     #[error("{setting} changed ({old} -> {new}); restart to change it: a reload keeps the socket and its auth as they are")]
@@ -48,7 +52,8 @@ pub struct Reloaded {
 
 #[derive(Debug)]
 pub struct Service {
-    fleet: ArcSwap<Fleet>,
+    /// Shared with the task scheduler, which reads the fleet serving now.
+    fleet: Arc<ArcSwap<Fleet>>,
     bus: Arc<Bus>,
     /// The registry file reloads read again.
     config: Option<PathBuf>,
@@ -57,8 +62,10 @@ pub struct Service {
     /// When this service started (unix ms): its machines' counters count from zero here, so
     /// counter samples and the digest's live counts name the process by it.
     boot_ms: i64,
+    /// The task queue (SPEC §10), when there is a store to keep tasks in.
+    tasks: Option<Arc<Scheduler>>,
     /// Last, so it outlives the breakers that write to it.
-    store: Option<Store>,
+    store: Option<Arc<Store>>,
 }
 
 impl Service {
@@ -99,12 +106,20 @@ impl Service {
         }
         // The gauges show what was restored.
         fleet.gauge_states();
+        let fleet = Arc::new(ArcSwap::from_pointee(fleet));
+        let store = Arc::new(store);
+        let now: FleetNow = {
+            let fleet = Arc::clone(&fleet);
+            Arc::new(move || fleet.load_full())
+        };
+        let tasks = Scheduler::resume(now, Arc::clone(&store)).map_err(ServiceError::Tasks)?;
         Ok(Service {
-            fleet: ArcSwap::from_pointee(fleet),
+            fleet,
             bus,
             config,
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(SystemTime::now()),
+            tasks: Some(Arc::new(tasks)),
             store: Some(store),
         })
     }
@@ -115,11 +130,12 @@ impl Service {
         let fleet = Fleet::build(registry, Arc::clone(&bus), None)?;
         fleet.activate(false);
         Ok(Service {
-            fleet: ArcSwap::from_pointee(fleet),
+            fleet: Arc::new(ArcSwap::from_pointee(fleet)),
             bus,
             config,
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(SystemTime::now()),
+            tasks: None,
             store: None,
         })
     }
@@ -139,7 +155,12 @@ impl Service {
     }
 
     pub fn store(&self) -> Option<&Store> {
-        self.store.as_ref()
+        self.store.as_deref()
+    }
+
+    /// The task queue; `None` without a store (tasks must survive restarts).
+    pub fn tasks(&self) -> Option<&Arc<Scheduler>> {
+        self.tasks.as_ref()
     }
 
     /// When this service started (unix ms): the name of its counters' lifetime in counter
@@ -229,7 +250,9 @@ impl Service {
 pub async fn prune_daily(svc: Arc<Service>) {
     loop {
         if let Some(store) = svc.store() {
-            store.prune(svc.fleet().registry.server.keep_ledger);
+            let fleet = svc.fleet();
+            store.prune(fleet.registry.server.keep_ledger);
+            store.prune_tasks(fleet.registry.tasks.keep);
         }
         tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
     }

@@ -12,6 +12,7 @@
 //! - `verdict`: one breaker verdict per machine, read back at start.
 //! - `ledger`: the transition ledger, its [`LedgerRow`] and its reads.
 //! - `meta`: small named values ([`meta()`]); `counters`: counter samples.
+//! - [`tasks`]: tasks (SPEC §10), written in the batch that acknowledges them.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -24,6 +25,7 @@ mod counters;
 mod ledger;
 mod meta;
 mod schema;
+pub mod tasks;
 mod verdict;
 mod writer;
 
@@ -33,7 +35,8 @@ pub use meta::meta;
 pub use verdict::{Restored, Verdict};
 pub use writer::Msg;
 
-use schema::{migrate, open_conn};
+pub use schema::Durability;
+use schema::{migrate, open_conn_with};
 
 /// What the store remembered at start.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,12 +94,20 @@ impl Store {
     /// A file that cannot be read is moved aside and a fresh one created; its machines are
     /// reported [`Restored::Unreadable`] so they start open (fail closed).
     pub fn open(state_dir: &Path) -> Result<(Store, Recalled), StoreError> {
+        Store::open_with(state_dir, Durability::Full)
+    }
+
+    /// [`Store::open`] with the writer committing as `durability` says (benchmarks).
+    pub fn open_with(
+        state_dir: &Path,
+        durability: Durability,
+    ) -> Result<(Store, Recalled), StoreError> {
         std::fs::create_dir_all(state_dir).map_err(|source| StoreError::Io {
             path: state_dir.display().to_string(),
             source,
         })?;
         let path = state_dir.join(FILE);
-        let (conn, restored) = match Store::read_all(&path) {
+        let (conn, restored) = match Store::read_all(&path, durability) {
             Ok(ok) => ok,
             Err(e) => {
                 tracing::error!(error = %e, "state store unreadable: moving it aside; every machine starts open (state_unreadable)");
@@ -108,7 +119,7 @@ impl Store {
                         let _ = std::fs::rename(&from, &to);
                     }
                 }
-                let mut conn = open_conn(&path)?;
+                let mut conn = open_conn_with(&path, durability)?;
                 migrate(&mut conn, &path)?;
                 (conn, Recalled::Unreadable(e.to_string()))
             }
@@ -132,8 +143,11 @@ impl Store {
         ))
     }
 
-    fn read_all(path: &Path) -> Result<(Connection, Recalled), StoreError> {
-        let mut conn = open_conn(path)?;
+    fn read_all(
+        path: &Path,
+        durability: Durability,
+    ) -> Result<(Connection, Recalled), StoreError> {
+        let mut conn = open_conn_with(path, durability)?;
         migrate(&mut conn, path)?;
         conn.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0))
             .map_err(sqlite(path))
@@ -160,11 +174,26 @@ impl Store {
         &self.path
     }
 
+    /// Runs `f` on a fresh read-only connection (blocking: call it off the async threads).
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        let conn = schema::open_read_only(&self.path)?;
+        f(&conn).map_err(sqlite(&self.path))
+    }
+
     /// Asks the writer to delete ledger rows older than `keep` (SPEC §7: the database does
     /// not grow without bound).
     pub fn prune(&self, keep: Duration) {
         let before = SystemTime::now().checked_sub(keep).unwrap_or(UNIX_EPOCH);
         let _ = self.tx.send(Msg::Prune {
+            before_ms: ms(before),
+        });
+    }
+
+    /// Asks the writer to delete tasks finished longer than `keep` ago (`tasks.keep`), and
+    /// with them their Idempotency-Keys.
+    pub fn prune_tasks(&self, keep: Duration) {
+        let before = SystemTime::now().checked_sub(keep).unwrap_or(UNIX_EPOCH);
+        let _ = self.tx.send(Msg::TaskPrune {
             before_ms: ms(before),
         });
     }

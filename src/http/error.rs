@@ -21,6 +21,7 @@ pub enum Code {
     UnreadableBody,
     ModelNotFound,
     ModelRequired,
+    InvalidTask,
     // 401, 403
     InvalidApiKey,
     HostNotAllowed,
@@ -30,15 +31,23 @@ pub enum Code {
     NoLedger,
     MachineNotFound,
     UnknownAction,
+    TaskNotFound,
+    NoTaskStore,
     // 405
     MethodNotAllowed,
+    // 409
+    TaskFinished,
+    // 429
+    QueueFull,
     // 408, 413, 422
+    IdempotencyKeyReused,
     RequestTimeout,
     RequestTooLarge,
     RegistryRejected,
     // 500
     LedgerUnreadable,
     ReloadFailed,
+    TaskStoreFailed,
 }
 
 impl Code {
@@ -50,17 +59,26 @@ impl Code {
             | Code::InvalidPath
             | Code::UnreadableBody
             | Code::ModelNotFound
-            | Code::ModelRequired => StatusCode::BAD_REQUEST,
+            | Code::ModelRequired
+            | Code::InvalidTask => StatusCode::BAD_REQUEST,
             Code::InvalidApiKey => StatusCode::UNAUTHORIZED,
             Code::HostNotAllowed | Code::CrossSiteRequest => StatusCode::FORBIDDEN,
-            Code::NotFound | Code::NoLedger | Code::MachineNotFound | Code::UnknownAction => {
-                StatusCode::NOT_FOUND
-            }
+            Code::NotFound
+            | Code::NoLedger
+            | Code::MachineNotFound
+            | Code::UnknownAction
+            | Code::TaskNotFound
+            | Code::NoTaskStore => StatusCode::NOT_FOUND,
+            Code::TaskFinished => StatusCode::CONFLICT,
+            Code::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::QueueFull => StatusCode::TOO_MANY_REQUESTS,
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::RegistryRejected => StatusCode::UNPROCESSABLE_ENTITY,
-            Code::LedgerUnreadable | Code::ReloadFailed => StatusCode::INTERNAL_SERVER_ERROR,
+            Code::LedgerUnreadable | Code::ReloadFailed | Code::TaskStoreFailed => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 

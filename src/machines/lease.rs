@@ -31,6 +31,11 @@ impl Lease {
 }
 
 impl Lease {
+    /// This call is the half-open breaker's probe.
+    pub fn is_probe(&self) -> bool {
+        self.ticket.probe
+    }
+
     /// The call served: the machine works.
     pub fn succeed(self) -> Decision {
         let t = self.ticket;

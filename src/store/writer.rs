@@ -8,7 +8,8 @@ use std::time::SystemTime;
 
 use rusqlite::Connection;
 
-use super::{counters, ledger, meta, verdict, Counts};
+use super::tasks::{Inserted, TaskInsert, TaskWrite};
+use super::{counters, ledger, meta, tasks, verdict, Counts};
 use crate::breaker::Transitioned;
 
 /// What the writer thread is asked to do.
@@ -38,6 +39,14 @@ pub enum Msg {
     Prune {
         before_ms: i64,
     },
+    /// A submitted task: inserted (or found by its key) and acknowledged after the commit.
+    TaskInsert(Box<TaskInsert>),
+    /// A task's new state; acknowledged after the commit when asked.
+    TaskWrite(Box<TaskWrite>),
+    /// Delete tasks finished before this (unix ms): `tasks.keep`.
+    TaskPrune {
+        before_ms: i64,
+    },
     /// Answer on this channel once everything sent before is on disk.
     Flush(mpsc::Sender<()>),
     Stop,
@@ -56,14 +65,23 @@ pub(super) fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &P
                 | Msg::Registry { .. }
                 | Msg::Meta { .. }
                 | Msg::Prune { .. }
-                | Msg::Counters { .. } => batch.push(msg),
+                | Msg::Counters { .. }
+                | Msg::TaskInsert(_)
+                | Msg::TaskWrite(_)
+                | Msg::TaskPrune { .. } => batch.push(msg),
                 Msg::Flush(ack) => acks.push(ack),
                 Msg::Stop => stop = true,
             }
         }
         if !batch.is_empty() {
-            if let Err(e) = write_batch(&mut conn, &batch) {
-                tracing::error!(path = %path.display(), error = %e, rows = batch.len(), "cannot write breaker transitions");
+            // Group commit: every submit queued meanwhile shares this one transaction, and
+            // is acknowledged only once it committed.
+            match write_batch(&mut conn, &batch) {
+                Ok(inserted) => acknowledge(&mut batch, Ok(inserted)),
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, rows = batch.len(), "cannot write to the state store");
+                    acknowledge(&mut batch, Err(e.to_string()));
+                }
             }
             batch.clear();
         }
@@ -76,9 +94,39 @@ pub(super) fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &P
     }
 }
 
-/// One transaction for the whole batch; each table's SQL lives with its concept.
-fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
+/// Answers every task message of a written batch: inserts with what they did, writes that
+/// asked for it with their commit. A failed batch answers each insert with the error.
+fn acknowledge(batch: &mut [Msg], outcome: Result<Vec<Inserted>, String>) {
+    let mut inserted = match &outcome {
+        Ok(v) => v.clone().into_iter(),
+        Err(_) => Vec::new().into_iter(),
+    };
+    for msg in batch.iter_mut() {
+        match msg {
+            Msg::TaskInsert(t) => {
+                let (tx, _) = tokio::sync::oneshot::channel();
+                let ack = std::mem::replace(&mut t.ack, tx);
+                let answer = match &outcome {
+                    Ok(_) => inserted.next().ok_or_else(|| "no insert outcome".to_string()),
+                    Err(e) => Err(e.clone()),
+                };
+                let _ = ack.send(answer);
+            }
+            Msg::TaskWrite(w) => {
+                if let (Some(ack), true) = (w.ack.take(), outcome.is_ok()) {
+                    let _ = ack.send(());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One transaction for the whole batch; each table's SQL lives with its concept. Returns
+/// what each task insert did, in order.
+fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<Vec<Inserted>> {
     let tx = conn.transaction()?;
+    let mut inserted = Vec::new();
     for msg in batch {
         match msg {
             Msg::Transition(t) => {
@@ -98,8 +146,19 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
                 machines,
             } => counters::write(&tx, *at_ms, *boot_ms, machines)?,
             Msg::Prune { before_ms } => ledger::prune(&tx, *before_ms)?,
+            Msg::TaskInsert(t) => inserted.push(tasks::insert(&tx, t)?),
+            Msg::TaskWrite(w) => {
+                tasks::update(&tx, &w.task)?;
+            }
+            Msg::TaskPrune { before_ms } => {
+                let gone = tasks::prune(&tx, *before_ms)?;
+                if gone > 0 {
+                    tracing::info!(tasks = gone, "finished tasks older than tasks.keep pruned");
+                }
+            }
             Msg::Flush(_) | Msg::Stop => {}
         }
     }
-    tx.commit()
+    tx.commit()?;
+    Ok(inserted)
 }

@@ -1,0 +1,267 @@
+//! `/v1/tasks` (SPEC §10): submit, show (with `?wait=`), list, cancel.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use super::error::{AppError, Code};
+use crate::outcome::TaskStatus;
+use crate::service::Service;
+use crate::store::tasks::Idem;
+use crate::tasks::scheduler::{SubmitError, Submitted};
+use crate::tasks::submit::{self, Invalid};
+use crate::tasks::{Scheduler, Task, TaskId};
+
+/// The header on an idempotent replay (SPEC §10).
+pub static REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// The longest `?wait=` a show may hold the answer for.
+const WAIT_MAX: Duration = Duration::from_secs(600);
+
+fn scheduler(svc: &Service) -> Result<&Arc<Scheduler>, AppError> {
+    svc.tasks().ok_or_else(|| {
+        AppError::new(
+            Code::NoTaskStore,
+            "this router keeps no tasks: tasks need a store (server.state_dir) to survive restarts",
+        )
+    })
+}
+
+/// Who a request acts for: tasks belong to the API key that submitted them.
+fn owner(req: &axum::http::request::Parts) -> String {
+    req.extensions
+        .get::<super::Owner>()
+        .map(|o| o.0.clone())
+        .unwrap_or_default()
+}
+
+fn store_error(e: SubmitError) -> AppError {
+    match e {
+        SubmitError::UnknownAfter { index, id } => AppError::new(
+            Code::InvalidTask,
+            format!("after[{index}]: no task {id} (of yours)"),
+        ),
+        SubmitError::QueueFull { max } => AppError::new(
+            Code::QueueFull,
+            format!("the queue holds tasks.max_queued ({max}) unfinished tasks; try again later"),
+        ),
+        SubmitError::KeyReused => AppError::new(
+            Code::IdempotencyKeyReused,
+            "this Idempotency-Key was already used with a different body",
+        ),
+        SubmitError::Store(e) => {
+            tracing::error!(error = %e, "task store failed");
+            AppError::new(Code::TaskStoreFailed, "the task store failed; see the log")
+        }
+    }
+}
+
+/// A task and, for the whole view, its request and result bodies.
+async fn shown(s: &Scheduler, task: &Task, whole: bool) -> Result<Response, AppError> {
+    if !whole {
+        return Ok(Json(task.summary()).into_response());
+    }
+    let request = s.request(&task.id).await.map_err(store_error)?;
+    let request = request.and_then(|b| {
+        serde_json::from_slice::<&RawValue>(&b)
+            .ok()
+            .map(|r| r.to_owned())
+    });
+    let result = task
+        .result
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<&RawValue>(r).ok().map(|r| r.to_owned()));
+    Ok(Json(task.whole(request.as_deref(), result.as_deref())).into_response())
+}
+
+/// `POST /v1/tasks`: 202 and the task once it is committed; 200 and the existing task on
+/// an idempotent replay.
+pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
+    let s = scheduler(&svc)?;
+    let (parts, body) = req.into_parts();
+    let fleet = svc.fleet();
+    let bytes = super::inference::read_body(&fleet.registry.server, &parts.headers, body).await?;
+    let new = submit::read(&bytes, &fleet.registry, SystemTime::now()).map_err(|e| match e {
+        Invalid::Bad(m) => AppError::new(Code::InvalidTask, m),
+        Invalid::TooLarge(m) => AppError::new(Code::RequestTooLarge, m),
+    })?;
+    let owner = owner(&parts);
+    let idem = match parts.headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(idem(&owner, v, &bytes)?),
+    };
+    let submitted = s
+        .submit(&owner, new, idem, fleet.registry.tasks.max_queued)
+        .await
+        .map_err(store_error)?;
+    let (status, task, replayed) = match submitted {
+        Submitted::New(t) => (StatusCode::ACCEPTED, t, false),
+        Submitted::Replayed(t) => (StatusCode::OK, t, true),
+    };
+    let mut resp = shown(s, &task, true).await?;
+    *resp.status_mut() = status;
+    if replayed {
+        resp.headers_mut()
+            .insert(REPLAYED.clone(), HeaderValue::from_static("true"));
+    }
+    Ok(resp)
+}
+
+/// An Idempotency-Key as the store keeps it: hashes, never the key or the body.
+fn idem(owner: &str, key: &HeaderValue, body: &[u8]) -> Result<Idem, AppError> {
+    let key = key
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .ok_or_else(|| {
+            AppError::new(
+                Code::InvalidHeader,
+                "Idempotency-Key: expected 1 to 255 visible ASCII characters",
+            )
+        })?;
+    let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let mut h = Sha256::new();
+    h.update(owner.as_bytes());
+    h.update([0]);
+    h.update(key.as_bytes());
+    Ok(Idem {
+        key: hex(&h.finalize()),
+        fingerprint: hex(&Sha256::digest(body)),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShowQuery {
+    wait: Option<String>,
+}
+
+fn task_id(path: Result<Path<String>, PathRejection>) -> Result<TaskId, AppError> {
+    let Path(id) = path.map_err(|e| AppError::new(Code::InvalidPath, e.body_text()))?;
+    id.parse()
+        .map_err(|e: String| AppError::new(Code::TaskNotFound, e))
+}
+
+fn not_found(id: &TaskId) -> AppError {
+    AppError::new(Code::TaskNotFound, format!("no task {id} (of yours)"))
+}
+
+/// `GET /v1/tasks/{id}`: the whole task; `?wait=30s` holds the answer until it finished.
+pub async fn show(
+    State(svc): State<Arc<Service>>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ShowQuery>, QueryRejection>,
+    req: Request,
+) -> Result<Response, AppError> {
+    let s = scheduler(&svc)?;
+    let id = task_id(path)?;
+    let q = query
+        .map_err(|e| AppError::new(Code::InvalidQuery, format!("/v1/tasks/{{id}}: {e}; expected wait")))?
+        .0;
+    let wait = q
+        .wait
+        .as_deref()
+        .map(|w| crate::registry::parse_duration_max(w, WAIT_MAX))
+        .transpose()
+        .map_err(|e| AppError::new(Code::InvalidQuery, format!("wait: {e}")))?;
+    let (parts, _) = req.into_parts();
+    let owner = owner(&parts);
+    let task = match wait {
+        Some(w) => s.wait(&id, Some(&owner), w).await,
+        None => s.get(&id, Some(&owner)).await,
+    }
+    .map_err(store_error)?
+    .ok_or_else(|| not_found(&id))?;
+    shown(s, &task, true).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    status: Option<String>,
+    limit: Option<u32>,
+    before: Option<i64>,
+}
+
+#[derive(Serialize)]
+pub struct Page<'a> {
+    object: &'static str,
+    data: Vec<crate::tasks::model::Shown<'a>>,
+    next_before: Option<i64>,
+}
+
+/// `GET /v1/tasks`: summaries, newest first, with `next_before` for the next page.
+pub async fn list(
+    State(svc): State<Arc<Service>>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+    req: Request,
+) -> Result<Response, AppError> {
+    let s = scheduler(&svc)?;
+    let q = query
+        .map_err(|e| {
+            AppError::new(
+                Code::InvalidQuery,
+                format!("/v1/tasks: {e}; expected status, limit, before"),
+            )
+        })?
+        .0;
+    let status = q
+        .status
+        .as_deref()
+        .map(str::parse::<TaskStatus>)
+        .transpose()
+        .map_err(|e| AppError::new(Code::InvalidQuery, format!("status: {e}")))?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let (parts, _) = req.into_parts();
+    let owner = owner(&parts);
+    let tasks = s
+        .list(Some(&owner), status, q.before, limit)
+        .await
+        .map_err(store_error)?;
+    let next_before = (tasks.len() == limit as usize)
+        .then(|| tasks.last().map(|t| t.seq))
+        .flatten();
+    Ok(Json(Page {
+        object: "list",
+        data: tasks.iter().map(Task::summary).collect(),
+        next_before,
+    })
+    .into_response())
+}
+
+/// `POST /v1/tasks/{id}/cancel`: cancels an unfinished task and its follow-ups.
+pub async fn cancel(
+    State(svc): State<Arc<Service>>,
+    path: Result<Path<String>, PathRejection>,
+    req: Request,
+) -> Result<Response, AppError> {
+    let s = scheduler(&svc)?;
+    let id = task_id(path)?;
+    let (parts, _) = req.into_parts();
+    let owner = owner(&parts);
+    let before = s
+        .get(&id, Some(&owner))
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| not_found(&id))?;
+    if before.status.is_finished() {
+        return Err(AppError::new(
+            Code::TaskFinished,
+            format!("{id} already finished ({}); nothing to cancel", before.status),
+        ));
+    }
+    let task = s
+        .cancel(&id, Some(&owner))
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| not_found(&id))?;
+    shown(s, &task, true).await
+}

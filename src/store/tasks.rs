@@ -1,0 +1,309 @@
+//! Tasks in SQLite (SPEC §10): inserted by the writer in the batch that acknowledges them,
+//! updated whole on every change, read back for the API, at start and by the scheduler.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use tokio::sync::oneshot;
+
+use crate::outcome::{Delivery, TaskStatus};
+use crate::tasks::model::{endpoint_from, endpoint_name, Accept, Callback, Task, TaskId};
+
+/// A task to insert, acknowledged once its transaction committed.
+#[derive(Debug)]
+pub struct TaskInsert {
+    pub task: Task,
+    pub request: Bytes,
+    pub idem: Option<Idem>,
+    pub ack: oneshot::Sender<Result<Inserted, String>>,
+}
+
+/// An Idempotency-Key as stored: a hash of the key (scoped by owner) and the body's
+/// fingerprint, never the key or the body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Idem {
+    pub key: String,
+    pub fingerprint: String,
+}
+
+/// What an insert did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    New,
+    /// The key was seen with the same body: this task answers it.
+    Existing(TaskId),
+    /// The key was seen with another body.
+    KeyReused,
+}
+
+/// A task's new state, written whole; `ack` answers once it is on disk.
+#[derive(Debug)]
+pub struct TaskWrite {
+    pub task: Task,
+    pub ack: Option<oneshot::Sender<()>>,
+}
+
+const COLUMNS: &str = "seq, id, owner, status, endpoint, route, accept, priority, after, metadata, \
+    created_ms, started_ms, finished_ms, deadline_ms, attempts_used, max_attempts, interrupted, \
+    attempts, waiting_for, result, error, callback_url, callback_state, callback_attempts, \
+    callback_last_error";
+
+/// Inserts `t` unless its key was seen; returns what happened.
+pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<Inserted> {
+    let task = &t.task;
+    if let Some(idem) = &t.idem {
+        let seen: Option<(String, String)> = tx
+            .query_row(
+                "SELECT id, idem_fingerprint FROM tasks WHERE owner = ?1 AND idem_key = ?2",
+                params![task.owner, idem.key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        if let Some((id, fingerprint)) = seen {
+            return Ok(match (fingerprint == idem.fingerprint, id.parse::<TaskId>()) {
+                (true, Ok(id)) => Inserted::Existing(id),
+                _ => Inserted::KeyReused,
+            });
+        }
+    }
+    let json = |v: &dyn erased::Json| v.json();
+    tx.execute(
+        "INSERT INTO tasks (id, owner, status, endpoint, route, accept, priority, after, metadata,
+            request, created_ms, started_ms, finished_ms, deadline_ms, attempts_used, max_attempts,
+            interrupted, attempts, waiting_for, result, error, callback_url, callback_state,
+            callback_attempts, callback_last_error, idem_key, idem_fingerprint)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+                 ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+        params![
+            task.id.as_str(),
+            task.owner,
+            task.status.as_str(),
+            endpoint_name(task.endpoint),
+            task.route,
+            task.accept.as_str(),
+            task.priority,
+            json(&task.after),
+            json(&task.metadata),
+            t.request.as_ref(),
+            task.created_ms,
+            task.started_ms,
+            task.finished_ms,
+            task.deadline_ms,
+            task.attempts_used,
+            task.max_attempts,
+            task.interrupted,
+            json(&task.attempts),
+            task.waiting_for,
+            task.result,
+            task.error.as_ref().map(|e| json(e)),
+            task.callback.as_ref().map(|c| c.url.clone()),
+            task.callback.as_ref().map(|c| c.state.as_str()),
+            task.callback.as_ref().map_or(0, |c| c.attempts),
+            task.callback.as_ref().and_then(|c| c.last_error.clone()),
+            t.idem.as_ref().map(|i| i.key.clone()),
+            t.idem.as_ref().map(|i| i.fingerprint.clone()),
+        ],
+    )?;
+    Ok(Inserted::New)
+}
+
+/// Writes every field that changes over a task's life.
+pub(super) fn update(tx: &Transaction<'_>, task: &Task) -> rusqlite::Result<usize> {
+    let json = |v: &dyn erased::Json| v.json();
+    tx.execute(
+        "UPDATE tasks SET status = ?2, started_ms = ?3, finished_ms = ?4, attempts_used = ?5,
+            interrupted = ?6, attempts = ?7, waiting_for = ?8, result = ?9, error = ?10,
+            callback_state = ?11, callback_attempts = ?12, callback_last_error = ?13
+         WHERE id = ?1",
+        params![
+            task.id.as_str(),
+            task.status.as_str(),
+            task.started_ms,
+            task.finished_ms,
+            task.attempts_used,
+            task.interrupted,
+            json(&task.attempts),
+            task.waiting_for,
+            task.result,
+            task.error.as_ref().map(|e| json(e)),
+            task.callback.as_ref().map(|c| c.state.as_str()),
+            task.callback.as_ref().map_or(0, |c| c.attempts),
+            task.callback.as_ref().and_then(|c| c.last_error.clone()),
+        ],
+    )
+}
+
+/// Deletes finished tasks (and so their keys) that finished before `before_ms`.
+pub(super) fn prune(tx: &Transaction<'_>, before_ms: i64) -> rusqlite::Result<usize> {
+    tx.execute(
+        "DELETE FROM tasks WHERE finished_ms IS NOT NULL AND finished_ms < ?1",
+        params![before_ms],
+    )
+}
+
+/// JSON text of the serializable fields; serialization of these types cannot fail.
+mod erased {
+    pub trait Json {
+        fn json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> String {
+            serde_json::to_string(self).unwrap_or_else(|_| "null".into())
+        }
+    }
+}
+
+fn row(r: &Row<'_>) -> rusqlite::Result<Task> {
+    let text = |i: usize| r.get::<_, String>(i);
+    let bad = |i: usize, what: String| {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            what.into(),
+        )
+    };
+    let parse = |i: usize| -> rusqlite::Result<serde_json::Value> {
+        serde_json::from_str(&text(i)?).map_err(|e| bad(i, e.to_string()))
+    };
+    let id: TaskId = text(1)?.parse().map_err(|e| bad(1, e))?;
+    let status: TaskStatus = text(3)?.parse().map_err(|e: crate::outcome::task::UnknownStatus| bad(3, e.to_string()))?;
+    let endpoint = endpoint_from(&text(4)?).ok_or_else(|| bad(4, "unknown endpoint".into()))?;
+    let accept = match text(6)?.as_str() {
+        "same_model" => Accept::SameModel,
+        _ => Accept::Chain,
+    };
+    let after: Vec<TaskId> = serde_json::from_value(parse(8)?).map_err(|e| bad(8, e.to_string()))?;
+    let metadata: BTreeMap<String, String> =
+        serde_json::from_value(parse(9)?).map_err(|e| bad(9, e.to_string()))?;
+    let attempts = serde_json::from_value(parse(17)?).map_err(|e| bad(17, e.to_string()))?;
+    let error = match r.get::<_, Option<String>>(20)? {
+        None => None,
+        Some(s) => Some(serde_json::from_str(&s).map_err(|e| bad(20, e.to_string()))?),
+    };
+    let callback = match r.get::<_, Option<String>>(21)? {
+        None => None,
+        Some(url) => Some(Callback {
+            url,
+            state: r
+                .get::<_, Option<String>>(22)?
+                .as_deref()
+                .and_then(Delivery::parse)
+                .unwrap_or(Delivery::Pending),
+            attempts: r.get(23)?,
+            last_error: r.get(24)?,
+        }),
+    };
+    Ok(Task {
+        seq: r.get(0)?,
+        id,
+        owner: r.get(2)?,
+        status,
+        endpoint,
+        route: r.get(5)?,
+        accept,
+        priority: r.get(7)?,
+        after,
+        metadata,
+        created_ms: r.get(10)?,
+        started_ms: r.get(11)?,
+        finished_ms: r.get(12)?,
+        deadline_ms: r.get(13)?,
+        attempts_used: r.get(14)?,
+        max_attempts: r.get(15)?,
+        interrupted: r.get(16)?,
+        attempts,
+        waiting_for: r.get(18)?,
+        result: r.get(19)?,
+        error,
+        callback,
+    })
+}
+
+/// One task by id, if it exists (and belongs to `owner`, when given).
+pub fn task(conn: &Connection, id: &TaskId, owner: Option<&str>) -> rusqlite::Result<Option<Task>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"),
+        params![id.as_str(), owner],
+        row,
+    )
+    .optional()
+}
+
+/// A task's request body.
+pub fn request(conn: &Connection, id: &TaskId) -> rusqlite::Result<Option<Bytes>> {
+    conn.query_row(
+        "SELECT request FROM tasks WHERE id = ?1",
+        params![id.as_str()],
+        |r| r.get::<_, Vec<u8>>(0),
+    )
+    .optional()
+    .map(|b| b.map(Bytes::from))
+}
+
+/// Tasks newest first: of `owner` (all when `None`), with `status` when given, older than
+/// the `before` seq, at most `limit`.
+pub fn list(
+    conn: &Connection,
+    owner: Option<&str>,
+    status: Option<TaskStatus>,
+    before: Option<i64>,
+    limit: u32,
+) -> rusqlite::Result<Vec<Task>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM tasks
+         WHERE (?1 IS NULL OR owner = ?1) AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR seq < ?3)
+         ORDER BY seq DESC LIMIT ?4"
+    ))?;
+    let rows = stmt.query_map(
+        params![owner, status.map(TaskStatus::as_str), before, limit],
+        row,
+    )?;
+    rows.collect()
+}
+
+/// Every task not finished, oldest first: what the scheduler resumes at start.
+pub fn unfinished(conn: &Connection) -> rusqlite::Result<Vec<Task>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM tasks WHERE status IN (?1, ?2, ?3, ?4) ORDER BY seq"
+    ))?;
+    let s = |t: TaskStatus| t.as_str();
+    let rows = stmt.query_map(
+        params![
+            s(TaskStatus::Blocked),
+            s(TaskStatus::Queued),
+            s(TaskStatus::Waiting),
+            s(TaskStatus::Running)
+        ],
+        row,
+    )?;
+    rows.collect()
+}
+
+/// Tasks whose callback is still to be delivered.
+pub fn undelivered(conn: &Connection) -> rusqlite::Result<Vec<Task>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM tasks WHERE callback_state = ?1 AND finished_ms IS NOT NULL
+         ORDER BY seq"
+    ))?;
+    let rows = stmt.query_map(params![Delivery::Pending.as_str()], row)?;
+    rows.collect()
+}
+
+/// How many tasks finished in each terminal status since `since_ms`.
+pub fn finished_since(conn: &Connection, since_ms: i64) -> rusqlite::Result<Vec<(TaskStatus, u64)>> {
+    let mut stmt = conn.prepare(
+        "SELECT status, COUNT(*) FROM tasks WHERE finished_ms >= ?1 GROUP BY status",
+    )?;
+    let rows = stmt.query_map(params![since_ms], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (s, n) = r?;
+        if let Ok(s) = s.parse::<TaskStatus>() {
+            out.push((s, n.max(0) as u64));
+        }
+    }
+    Ok(out)
+}
