@@ -85,7 +85,10 @@ pub async fn forward(
             };
             let body = parsed.body_for(&reg.models[model].backend);
             let upstream = &fleet.upstreams[machine];
-            let failed = match upstream.attempt(model, endpoint, body, deadline).await {
+            let failed = match upstream
+                .attempt(model, endpoint, body, deadline, &lease)
+                .await
+            {
                 Ok(Answer::Full {
                     status,
                     content_type,

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::body::Unread;
 use crate::breaker::FailureKind;
+use crate::machines::Lease;
 use crate::outcome::{words, Attempted, Fault, ModelId};
 use crate::registry::{Machine, Timeouts};
 
@@ -133,12 +134,15 @@ impl Upstream {
 
     /// Sends `body` to `endpoint` as `target` and waits for an answer worth giving the
     /// client, at most until `deadline` (the request's; this machine's `total` also applies).
+    /// `lease` is vouched for at the first sign the machine works (SPEC §3.4): 2xx headers,
+    /// a stream's first chunk, or a passed liveness check while the answer is pending.
     pub async fn attempt(
         &self,
         target: ModelId,
         endpoint: Endpoint,
         body: Bytes,
         deadline: Instant,
+        lease: &Lease,
     ) -> Result<Answer, Attempted> {
         let started = Instant::now();
         let machine_deadline = crate::clock::after(started, self.timeouts.total);
@@ -162,7 +166,7 @@ impl Upstream {
         }
         let send = req.send();
         let resp = match self
-            .wait_alive(send, self.timeouts.first_byte, deadline)
+            .wait_alive(send, self.timeouts.first_byte, deadline, lease)
             .await
         {
             Waited::Done(Ok(resp)) => resp,
@@ -193,13 +197,16 @@ impl Upstream {
         if is_sse {
             let mut rest = resp.bytes_stream().boxed();
             let cut = |detail: String| counted(FailureKind::StreamCut, Fault::BadAnswer, detail);
-            return match self.next_chunk(&mut rest, deadline).await {
-                Chunk::Data(first) => Ok(Answer::Stream {
-                    status,
-                    content_type,
-                    first,
-                    rest,
-                }),
+            return match self.next_chunk(&mut rest, deadline, lease).await {
+                Chunk::Data(first) => {
+                    lease.vouch();
+                    Ok(Answer::Stream {
+                        status,
+                        content_type,
+                        first,
+                        rest,
+                    })
+                }
                 Chunk::End => Err(cut("stream ended before its first chunk".into())),
                 Chunk::Cut(detail) => {
                     Err(cut(format!("stream cut before its first chunk: {detail}")))
@@ -215,6 +222,8 @@ impl Upstream {
                 Chunk::Deadline => Err(past_deadline()),
             };
         }
+        // 2xx headers: the machine works, whatever the body turns out to be.
+        lease.vouch();
         let body = match tokio::time::timeout_at(deadline, self.read_whole(resp)).await {
             Ok(Ok(body)) => body,
             Ok(Err(Unread::TooLarge)) => {
@@ -283,12 +292,14 @@ impl Upstream {
         crate::body::collect(resp.bytes_stream(), declared, self.max_body, None).await
     }
 
-    /// Waits for `fut`; each `every` of silence, asks the machine whether it is alive.
+    /// Waits for `fut`; each `every` of silence, asks the machine whether it is alive. A
+    /// machine that answers is slow, not dead: that vouches for `lease` (SPEC §3.4).
     async fn wait_alive<F: std::future::Future>(
         &self,
         fut: F,
         every: Duration,
         deadline: Instant,
+        lease: &Lease,
     ) -> Waited<F::Output> {
         tokio::pin!(fut);
         loop {
@@ -305,6 +316,7 @@ impl Upstream {
                 out = &mut fut => return Waited::Done(out),
                 alive = self.alive() => if !alive { return Waited::Hung },
             }
+            lease.vouch();
         }
     }
 
@@ -337,6 +349,7 @@ impl Upstream {
         &self,
         rest: &mut BoxStream<'static, reqwest::Result<Bytes>>,
         deadline: Instant,
+        lease: &Lease,
     ) -> Chunk {
         let next = async {
             loop {
@@ -346,7 +359,10 @@ impl Upstream {
                 }
             }
         };
-        match self.wait_alive(next, self.timeouts.idle, deadline).await {
+        match self
+            .wait_alive(next, self.timeouts.idle, deadline, lease)
+            .await
+        {
             Waited::Done(Some(Ok(b))) => Chunk::Data(b),
             Waited::Done(Some(Err(e))) => Chunk::Cut(classify::root(&e)),
             Waited::Done(None) => Chunk::End,

@@ -20,6 +20,8 @@ mod fallback;
 mod hardening;
 #[path = "e2e/input.rs"]
 mod input;
+#[path = "e2e/probe.rs"]
+mod probe;
 #[path = "e2e/reload.rs"]
 mod reload;
 #[path = "e2e/streaming.rs"]

@@ -1,7 +1,8 @@
 //! An admitted call: a concurrency slot and the breaker's ticket, reporting exactly one
-//! outcome (a lease dropped without one reports `Cancel`).
+//! outcome (a lease dropped without one reports `Cancel`). A probe's outcome may come early,
+//! from [`Lease::vouch`], as soon as the machine shows it works (SPEC §3.4).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::tracker::{lock, step_tracker, Tracker};
@@ -16,6 +17,9 @@ pub struct Lease {
     bus: Arc<Bus>,
     ticket: Ticket,
     done: bool,
+    /// The probe's verdict already came ([`Lease::vouch`]). Atomic, not a `Cell`: the
+    /// attempt holds `&Lease` across awaits in a future that must be `Send`.
+    vouched: AtomicBool,
 }
 
 impl Lease {
@@ -26,6 +30,34 @@ impl Lease {
             bus,
             ticket,
             done: false,
+            vouched: AtomicBool::new(false),
+        }
+    }
+
+    /// The machine showed it works (2xx headers, a stream's first chunk, a passed liveness
+    /// check): a probe's verdict comes now, not when a long generation ends (SPEC §3.4).
+    /// Once per lease; a call that is no probe has no verdict to give early. The slot is
+    /// still held until the lease ends.
+    pub fn vouch(&self) {
+        if !self.ticket.probe || self.vouched.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        step_tracker(&self.tracker, &self.bus, Event::Success(self.ticket));
+        tracing::debug!(machine = %self.tracker.name, "probe vouched: the machine works");
+        // Below `success_threshold` the breaker stays half-open and admits the next probe now.
+        self.bus.changed.notify_waiters();
+    }
+
+    fn is_vouched(&self) -> bool {
+        self.vouched.load(Ordering::Acquire)
+    }
+
+    /// The ticket this call's end reports with: once vouched, no longer a probe's, so it
+    /// cannot decide the cycle again or hand back a probe lease the next probe now holds.
+    fn ticket(&self) -> Ticket {
+        Ticket {
+            probe: self.ticket.probe && !self.is_vouched(),
+            ..self.ticket
         }
     }
 }
@@ -38,19 +70,19 @@ impl Lease {
 
     /// The call served: the machine works.
     pub fn succeed(self) -> Decision {
-        let t = self.ticket;
+        let t = self.ticket();
         self.report(Event::Success(t), None)
     }
 
     /// The call failed in a way that counts (a stream cut after bytes reached the client).
     pub fn fail(self, failure: Failure) -> Decision {
-        let t = self.ticket;
+        let t = self.ticket();
         self.report(Event::Failure(t, failure), None)
     }
 
     /// The call did not serve: its breaker records what `attempted` says it should.
     pub fn finish(self, attempted: &Attempted) -> Decision {
-        let t = self.ticket;
+        let t = self.ticket();
         match attempted.effect {
             Effect::Counted(kind) => self.fail(Failure {
                 kind,
@@ -65,9 +97,19 @@ impl Lease {
         }
     }
 
-    /// Reports how the call ended. Consumes the lease: one outcome per admission.
+    /// Reports how the call ended. Consumes the lease: one outcome per admission. A vouched
+    /// probe gave its verdict already: success, failure or no verdict at the end is stale,
+    /// as it would be for any call admitted before the cycle it closed (a 429's wait and a
+    /// 401's pause still apply: they are not verdicts on the cycle).
     fn report(mut self, event: Event, no_verdict: Option<&'static str>) -> Decision {
         self.done = true;
+        let verdict = matches!(
+            event,
+            Event::Success(_) | Event::Failure(..) | Event::Cancel(_)
+        );
+        if verdict && self.is_vouched() {
+            return Decision::Stale;
+        }
         let decision = step_tracker(&self.tracker, &self.bus, event);
         if let Some(why) = no_verdict {
             self.probe_released(why);
@@ -78,7 +120,7 @@ impl Lease {
     /// Says so when a probe ended without a verdict and the breaker, still half-open, will
     /// admit the next request as its probe (SPEC §3.4): once per probe, never per request.
     fn probe_released(&self, why: &'static str) {
-        if !self.ticket.probe {
+        if !self.ticket.probe || self.is_vouched() {
             return;
         }
         let b = &lock(&self.tracker.state).breaker;
@@ -93,7 +135,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if !self.done {
+        if !self.done && !self.is_vouched() {
             step_tracker(&self.tracker, &self.bus, Event::Cancel(self.ticket));
             self.probe_released("client gone");
         }

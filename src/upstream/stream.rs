@@ -89,7 +89,7 @@ pub fn relay(
             return Some((Ok(b), r));
         }
         let lease = r.lease.take()?;
-        let failure = match r.upstream.next_chunk(&mut r.rest, r.deadline).await {
+        let failure = match r.upstream.next_chunk(&mut r.rest, r.deadline, &lease).await {
             Chunk::Data(b) => {
                 r.tail.observe(&b);
                 r.lease = Some(lease);
