@@ -27,6 +27,7 @@
 //! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
 //! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
 //! - [`telegram`]: breaker alerts and the daily digest over Telegram, queued off the request path.
+//! - [`webhook`]: one task callback: Standard Webhooks signature, bounded body, backoff.
 //! - [`watch`]: reload when registry.yaml changes; [`sdnotify`]: systemd readiness.
 //! - [`status`]: the typed `/status` view; `labrouter status` renders it as a table.
 //! - [`telemetry`]: Prometheus metrics; [`run()`] installs the recorder.
@@ -64,6 +65,7 @@ pub mod telemetry;
 pub mod text;
 pub mod upstream;
 pub mod watch;
+pub mod webhook;
 
 pub use fleet::Fleet;
 pub use http::app;
