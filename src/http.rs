@@ -21,9 +21,11 @@ mod admin;
 pub mod error;
 mod guard;
 mod inference;
+mod owner;
 mod tasks;
 
 pub use error::{AppError, Code};
+pub use owner::Owner;
 
 /// The router of the whole service, for `serve` and for tests without a socket.
 pub fn app(svc: Arc<Service>) -> Router {

@@ -15,9 +15,9 @@ use crate::fleet::{Fleet, FleetError};
 use crate::machines::Bus;
 use crate::outcome::MachineId;
 use crate::registry::{Registry, RegistryError};
+use crate::store::{Msg, Recalled, Restored, Store, StoreError};
 use crate::tasks::scheduler::FleetNow;
 use crate::tasks::Scheduler;
-use crate::store::{Msg, Recalled, Restored, Store, StoreError};
 
 /// Why the service could not start, or a reload was refused.
 #[derive(Debug, thiserror::Error)]

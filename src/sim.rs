@@ -52,6 +52,8 @@ struct Inner {
     /// The listener lives here (not in the accept task) so `set(Refuse)` closes it synchronously.
     listener: Mutex<Option<TcpListener>>,
     chunks: AtomicUsize,
+    /// The assistant text of a whole answer; `None`: "ok from NAME".
+    text: Mutex<Option<String>>,
     counts: Counts,
 }
 
@@ -85,6 +87,7 @@ impl Sim {
             epoch: watch::Sender::new(0),
             listener: Mutex::new(Some(listener)),
             chunks: AtomicUsize::new(3),
+            text: Mutex::new(None),
             counts: Counts::default(),
         });
         tokio::spawn(serve::accept_loop(inner.clone()));
@@ -115,6 +118,11 @@ impl Sim {
     /// Number of SSE content chunks a stream sends before `data: [DONE]` (default 3).
     pub fn set_chunks(&self, n: usize) {
         self.inner.chunks.store(n, Ordering::Relaxed);
+    }
+
+    /// The text of whole (not streamed) answers from now on; `None` for "ok from NAME".
+    pub fn set_text(&self, text: Option<&str>) {
+        *lock(&self.inner.text) = text.map(str::to_string);
     }
 
     /// Requests received on this exact path, counted when the request head arrived, whatever

@@ -143,10 +143,7 @@ impl Store {
         ))
     }
 
-    fn read_all(
-        path: &Path,
-        durability: Durability,
-    ) -> Result<(Connection, Recalled), StoreError> {
+    fn read_all(path: &Path, durability: Durability) -> Result<(Connection, Recalled), StoreError> {
         let mut conn = open_conn_with(path, durability)?;
         migrate(&mut conn, path)?;
         conn.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0))
@@ -175,7 +172,10 @@ impl Store {
     }
 
     /// Runs `f` on a fresh read-only connection (blocking: call it off the async threads).
-    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
         let conn = schema::open_read_only(&self.path)?;
         f(&conn).map_err(sqlite(&self.path))
     }

@@ -368,7 +368,7 @@ async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
             "DROP TABLE counters; DROP TABLE tasks; DROP TABLE idempotent_answers;
              PRAGMA user_version = 1;",
         )
-            .unwrap();
+        .unwrap();
     }
     let (store, restored) = labrouter::store::Store::open(dir.path()).unwrap();
     drop(store);

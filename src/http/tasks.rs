@@ -75,10 +75,11 @@ async fn shown(s: &Scheduler, task: &Task, whole: bool) -> Result<Response, AppE
             .ok()
             .map(|r| r.to_owned())
     });
-    let result = task
-        .result
-        .as_deref()
-        .and_then(|r| serde_json::from_str::<&RawValue>(r).ok().map(|r| r.to_owned()));
+    let result = task.result.as_deref().and_then(|r| {
+        serde_json::from_str::<&RawValue>(r)
+            .ok()
+            .map(|r| r.to_owned())
+    });
     Ok(Json(task.whole(request.as_deref(), result.as_deref())).into_response())
 }
 
@@ -164,7 +165,12 @@ pub async fn show(
     let s = scheduler(&svc)?;
     let id = task_id(path)?;
     let q = query
-        .map_err(|e| AppError::new(Code::InvalidQuery, format!("/v1/tasks/{{id}}: {e}; expected wait")))?
+        .map_err(|e| {
+            AppError::new(
+                Code::InvalidQuery,
+                format!("/v1/tasks/{{id}}: {e}; expected wait"),
+            )
+        })?
         .0;
     let wait = q
         .wait
@@ -255,7 +261,10 @@ pub async fn cancel(
     if before.status.is_finished() {
         return Err(AppError::new(
             Code::TaskFinished,
-            format!("{id} already finished ({}); nothing to cancel", before.status),
+            format!(
+                "{id} already finished ({}); nothing to cancel",
+                before.status
+            ),
         ));
     }
     let task = s

@@ -50,7 +50,10 @@ impl TaskStatus {
     pub fn is_finished(self) -> bool {
         matches!(
             self,
-            TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::Cancelled | TaskStatus::Expired
+            TaskStatus::Succeeded
+                | TaskStatus::Failed
+                | TaskStatus::Cancelled
+                | TaskStatus::Expired
         )
     }
 }

@@ -126,12 +126,14 @@ pub(super) async fn handle(
         };
         return reply(StatusCode::OK, kind, feed.into_body());
     }
-    json_reply(StatusCode::OK, answer(route, &model, &name))
+    let text = super::lock(&inner.text)
+        .clone()
+        .unwrap_or_else(|| format!("ok from {name}"));
+    json_reply(StatusCode::OK, answer(route, &model, &text))
 }
 
 /// The complete non-stream answer for a work route.
-fn answer(route: Route, model: &str, name: &str) -> Value {
-    let text = format!("ok from {name}");
+fn answer(route: Route, model: &str, text: &str) -> Value {
     match route {
         Route::Chat => {
             json!({"id":"chatcmpl-sim","object":"chat.completion","created":0,"model":model,

@@ -118,7 +118,10 @@ pub enum Durability {
 /// [`Durability::Full`] (the default) a commit is on disk when it returns: a task is
 /// acknowledged only after its commit (SPEC §10), and group commit keeps the cost per
 /// submit small.
-pub(super) fn open_conn_with(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
+pub(super) fn open_conn_with(
+    path: &Path,
+    durability: Durability,
+) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(sqlite(path))?;
     conn.busy_timeout(Duration::from_secs(5))
         .map_err(sqlite(path))?;

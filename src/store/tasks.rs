@@ -44,7 +44,8 @@ pub struct TaskWrite {
     pub ack: Option<oneshot::Sender<()>>,
 }
 
-const COLUMNS: &str = "seq, id, owner, status, endpoint, route, accept, priority, after, metadata, \
+const COLUMNS: &str =
+    "seq, id, owner, status, endpoint, route, accept, priority, after, metadata, \
     created_ms, started_ms, finished_ms, deadline_ms, attempts_used, max_attempts, interrupted, \
     attempts, waiting_for, result, error, callback_url, callback_state, callback_attempts, \
     callback_last_error";
@@ -61,10 +62,12 @@ pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<I
             )
             .optional()?;
         if let Some((id, fingerprint)) = seen {
-            return Ok(match (fingerprint == idem.fingerprint, id.parse::<TaskId>()) {
-                (true, Ok(id)) => Inserted::Existing(id),
-                _ => Inserted::KeyReused,
-            });
+            return Ok(
+                match (fingerprint == idem.fingerprint, id.parse::<TaskId>()) {
+                    (true, Ok(id)) => Inserted::Existing(id),
+                    _ => Inserted::KeyReused,
+                },
+            );
         }
     }
     let json = |v: &dyn erased::Json| v.json();
@@ -157,23 +160,22 @@ mod erased {
 fn row(r: &Row<'_>) -> rusqlite::Result<Task> {
     let text = |i: usize| r.get::<_, String>(i);
     let bad = |i: usize, what: String| {
-        rusqlite::Error::FromSqlConversionFailure(
-            i,
-            rusqlite::types::Type::Text,
-            what.into(),
-        )
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, what.into())
     };
     let parse = |i: usize| -> rusqlite::Result<serde_json::Value> {
         serde_json::from_str(&text(i)?).map_err(|e| bad(i, e.to_string()))
     };
     let id: TaskId = text(1)?.parse().map_err(|e| bad(1, e))?;
-    let status: TaskStatus = text(3)?.parse().map_err(|e: crate::outcome::task::UnknownStatus| bad(3, e.to_string()))?;
+    let status: TaskStatus = text(3)?
+        .parse()
+        .map_err(|e: crate::outcome::task::UnknownStatus| bad(3, e.to_string()))?;
     let endpoint = endpoint_from(&text(4)?).ok_or_else(|| bad(4, "unknown endpoint".into()))?;
     let accept = match text(6)?.as_str() {
         "same_model" => Accept::SameModel,
         _ => Accept::Chain,
     };
-    let after: Vec<TaskId> = serde_json::from_value(parse(8)?).map_err(|e| bad(8, e.to_string()))?;
+    let after: Vec<TaskId> =
+        serde_json::from_value(parse(8)?).map_err(|e| bad(8, e.to_string()))?;
     let metadata: BTreeMap<String, String> =
         serde_json::from_value(parse(9)?).map_err(|e| bad(9, e.to_string()))?;
     let attempts = serde_json::from_value(parse(17)?).map_err(|e| bad(17, e.to_string()))?;
@@ -291,10 +293,12 @@ pub fn undelivered(conn: &Connection) -> rusqlite::Result<Vec<Task>> {
 }
 
 /// How many tasks finished in each terminal status since `since_ms`.
-pub fn finished_since(conn: &Connection, since_ms: i64) -> rusqlite::Result<Vec<(TaskStatus, u64)>> {
-    let mut stmt = conn.prepare(
-        "SELECT status, COUNT(*) FROM tasks WHERE finished_ms >= ?1 GROUP BY status",
-    )?;
+pub fn finished_since(
+    conn: &Connection,
+    since_ms: i64,
+) -> rusqlite::Result<Vec<(TaskStatus, u64)>> {
+    let mut stmt =
+        conn.prepare("SELECT status, COUNT(*) FROM tasks WHERE finished_ms >= ?1 GROUP BY status")?;
     let rows = stmt.query_map(params![since_ms], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
     })?;

@@ -107,7 +107,9 @@ fn acknowledge(batch: &mut [Msg], outcome: Result<Vec<Inserted>, String>) {
                 let (tx, _) = tokio::sync::oneshot::channel();
                 let ack = std::mem::replace(&mut t.ack, tx);
                 let answer = match &outcome {
-                    Ok(_) => inserted.next().ok_or_else(|| "no insert outcome".to_string()),
+                    Ok(_) => inserted
+                        .next()
+                        .ok_or_else(|| "no insert outcome".to_string()),
                     Err(e) => Err(e.clone()),
                 };
                 let _ = ack.send(answer);

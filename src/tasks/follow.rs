@@ -95,7 +95,10 @@ fn fill(s: &mut String, outputs: &[String]) -> bool {
         let tail = &rest[i + 8..];
         let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
         let n = tail[..digits].parse::<usize>().ok();
-        match (n.and_then(|n| outputs.get(n)), tail[digits..].starts_with("}}")) {
+        match (
+            n.and_then(|n| outputs.get(n)),
+            tail[digits..].starts_with("}}"),
+        ) {
             (Some(text), true) => {
                 out.push_str(text);
                 changed = true;
@@ -124,11 +127,20 @@ mod tests {
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["model"], "{{after.0}}");
         assert_eq!(v["messages"][0]["content"], format!("use: {parent}!"));
-        assert_eq!(v["messages"][1]["content"][0]["text"], format!("[{parent}]"));
-        assert_eq!(v["messages"][1]["content"][1]["image_url"]["url"], "{{after.0}}");
+        assert_eq!(
+            v["messages"][1]["content"][0]["text"],
+            format!("[{parent}]")
+        );
+        assert_eq!(
+            v["messages"][1]["content"][1]["image_url"]["url"],
+            "{{after.0}}"
+        );
         assert_eq!(v["tools"][0]["x"], "{{after.0}}");
         // One pass: the parent's own "{{after.0}}" was not replaced again.
-        assert!(v["messages"][0]["content"].as_str().unwrap().contains("then {{after.0}}"));
+        assert!(v["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("then {{after.0}}"));
         let out = substitute(
             Endpoint::Completions,
             br#"{"prompt":["a {{after.1}} b","{{after.0}}{{after.9}}"]}"#,
@@ -149,6 +161,9 @@ mod tests {
         let none = br#"{"choices":[{"message":{"content":null}}]}"#;
         assert!(matches!(output(Endpoint::Chat, none), Output::Unusable(_)));
         let text = br#"{"choices":[{"text":"t"}]}"#;
-        assert_eq!(output(Endpoint::Completions, text), Output::Text("t".into()));
+        assert_eq!(
+            output(Endpoint::Completions, text),
+            Output::Text("t".into())
+        );
     }
 }

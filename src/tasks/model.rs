@@ -70,9 +70,8 @@ impl TryFrom<String> for TaskId {
     type Error = String;
 
     fn try_from(s: String) -> Result<TaskId, String> {
-        let ok = s.len() == 30
-            && s.starts_with("tsk_")
-            && s[4..].bytes().all(|b| ALPHABET.contains(&b));
+        let ok =
+            s.len() == 30 && s.starts_with("tsk_") && s[4..].bytes().all(|b| ALPHABET.contains(&b));
         if ok {
             Ok(TaskId(s))
         } else {

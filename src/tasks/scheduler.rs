@@ -371,7 +371,10 @@ impl Scheduler {
             finish_task(
                 &mut task,
                 TaskStatus::Cancelled,
-                Some(error(*code, &format!("a task it follows did not succeed: {why}"))),
+                Some(error(
+                    *code,
+                    &format!("a task it follows did not succeed: {why}"),
+                )),
                 now,
             );
         }
@@ -404,7 +407,10 @@ impl Scheduler {
                     let mut q = lock(&self.queue);
                     for p in &task.after {
                         if q.entries.contains_key(p) {
-                            q.children.entry(p.clone()).or_default().push(task.id.clone());
+                            q.children
+                                .entry(p.clone())
+                                .or_default()
+                                .push(task.id.clone());
                         }
                     }
                     self.admit_entry(&mut q, task.clone(), pending);
@@ -444,7 +450,8 @@ impl Scheduler {
     /// A task's request body, as submitted.
     pub async fn request(&self, id: &TaskId) -> Result<Option<Bytes>, SubmitError> {
         let id = id.clone();
-        self.read(move |c| crate::store::tasks::request(c, &id)).await
+        self.read(move |c| crate::store::tasks::request(c, &id))
+            .await
     }
 
     /// Tasks newest first, live state overlaid on the store's records.
@@ -511,13 +518,20 @@ impl Scheduler {
 
     /// Cancels an unfinished task of `owner` (a running attempt is aborted: neutral for the
     /// breaker) and, down the chain, its follow-ups. `Ok(None)` when there is no such task.
-    pub async fn cancel(&self, id: &TaskId, owner: Option<&str>) -> Result<Option<Task>, SubmitError> {
+    pub async fn cancel(
+        &self,
+        id: &TaskId,
+        owner: Option<&str>,
+    ) -> Result<Option<Task>, SubmitError> {
         let done = {
             let mut q = lock(&self.queue);
             match q.entries.get(id) {
-                Some(e) if owner.is_none_or(|o| o == e.task.owner) => {
-                    Some(self.end(&mut q, id, TaskStatus::Cancelled, error(TaskCode::Cancelled, "cancelled by its owner")))
-                }
+                Some(e) if owner.is_none_or(|o| o == e.task.owner) => Some(self.end(
+                    &mut q,
+                    id,
+                    TaskStatus::Cancelled,
+                    error(TaskCode::Cancelled, "cancelled by its owner"),
+                )),
                 _ => None,
             }
         };
@@ -569,7 +583,9 @@ impl Scheduler {
         let mut acks = Vec::new();
         let mut todo = vec![(id.clone(), status, Some(err))];
         while let Some((id, status, err)) = todo.pop() {
-            let Some(mut e) = q.entries.remove(&id) else { continue };
+            let Some(mut e) = q.entries.remove(&id) else {
+                continue;
+            };
             q.ready.remove(&key(&e));
             if let Some(h) = e.running.take() {
                 // Its walk never reports: account for it here (the aborted lease is a
@@ -652,7 +668,15 @@ impl Scheduler {
                 .map(|e| e.task.id.clone())
                 .collect();
             for id in expired {
-                acks.extend(self.end(&mut q, &id, TaskStatus::Expired, error(TaskCode::DeadlineExceeded, "its deadline passed before it finished")));
+                acks.extend(self.end(
+                    &mut q,
+                    &id,
+                    TaskStatus::Expired,
+                    error(
+                        TaskCode::DeadlineExceeded,
+                        "its deadline passed before it finished",
+                    ),
+                ));
             }
             for e in q.entries.values() {
                 soon(e.deadline);
@@ -668,12 +692,18 @@ impl Scheduler {
                 if running >= limits.max_running {
                     break;
                 }
-                let Some(e) = q.entries.get(&k.2) else { continue };
+                let Some(e) = q.entries.get(&k.2) else {
+                    continue;
+                };
                 if let Some(at) = e.next_walk.filter(|&at| at > now) {
                     soon(at);
                     continue;
                 }
-                let Some((group, version)) = e.group.clone().filter(|(_, v)| *v == fleet.registry.version) else {
+                let Some((group, version)) = e
+                    .group
+                    .clone()
+                    .filter(|(_, v)| *v == fleet.registry.version)
+                else {
                     to_route.push(k.2.clone());
                     continue;
                 };
@@ -684,7 +714,10 @@ impl Scheduler {
                 if q.parked.contains_key(&gk) {
                     continue;
                 }
-                let machines: Vec<MachineId> = group.iter().map(|&m| fleet.registry.models[m].machine).collect();
+                let machines: Vec<MachineId> = group
+                    .iter()
+                    .map(|&m| fleet.registry.models[m].machine)
+                    .collect();
                 if !self.slots.any_free(fleet, &machines) {
                     full.insert(gk);
                     continue;
@@ -715,7 +748,9 @@ impl Scheduler {
     /// Decides a task's chain: its request (after `{{after.N}}`) read by the same
     /// matcher as any request, filtered by `accept`.
     async fn route(&self, fleet: &Arc<Fleet>, id: &TaskId) {
-        let Some((task, outputs)) = self.prepare(id).await else { return };
+        let Some((task, outputs)) = self.prepare(id).await else {
+            return;
+        };
         let request = match outputs {
             Ok(req) => req,
             Err((code, why)) => {
@@ -735,7 +770,13 @@ impl Scheduler {
                 let reg = &fleet.registry;
                 fleet
                     .matcher
-                    .decide(reg, task.route.as_deref(), p.model.as_deref(), &p.text, p.has_image)
+                    .decide(
+                        reg,
+                        task.route.as_deref(),
+                        p.model.as_deref(),
+                        &p.text,
+                        p.has_image,
+                    )
                     .map_err(|e| e.to_string())
                     .map(|routed| accepted(fleet, routed.chain(reg), task.accept))
             });
@@ -748,7 +789,12 @@ impl Scheduler {
                 self.wake.notify_one();
             }
             Err(why) => {
-                let acks = self.end(&mut q, id, TaskStatus::Failed, error(TaskCode::InvalidRequest, &why));
+                let acks = self.end(
+                    &mut q,
+                    id,
+                    TaskStatus::Failed,
+                    error(TaskCode::InvalidRequest, &why),
+                );
                 drop(q);
                 tokio::spawn(async move {
                     for a in acks {
@@ -784,7 +830,10 @@ impl Scheduler {
                 Output::Unusable(why) => {
                     return Some((
                         task,
-                        Err((TaskCode::DependencyUnusable, format!("after[{i}] {p}: {why}"))),
+                        Err((
+                            TaskCode::DependencyUnusable,
+                            format!("after[{i}] {p}: {why}"),
+                        )),
                     ))
                 }
             }
@@ -1001,7 +1050,10 @@ impl Scheduler {
                     if expired {
                         end = Some((
                             TaskStatus::Expired,
-                            error(TaskCode::DeadlineExceeded, "its deadline passed before it finished"),
+                            error(
+                                TaskCode::DeadlineExceeded,
+                                "its deadline passed before it finished",
+                            ),
                         ));
                     } else if e.task.attempts_used >= e.task.max_attempts {
                         let used = e.task.attempts_used;
@@ -1073,7 +1125,11 @@ fn accepted(fleet: &Fleet, chain: &[ModelId], accept: super::Accept) -> Group {
     match (accept, chain.first()) {
         (super::Accept::SameModel, Some(&first)) => {
             let backend = &reg.models[first].backend;
-            chain.iter().copied().filter(|&m| &reg.models[m].backend == backend).collect()
+            chain
+                .iter()
+                .copied()
+                .filter(|&m| &reg.models[m].backend == backend)
+                .collect()
         }
         _ => chain.iter().copied().collect(),
     }

@@ -106,7 +106,9 @@ pub fn read(body: &[u8], reg: &Registry, now: SystemTime) -> Result<NewTask, Inv
     if parsed.stream {
         return bad("request: \"stream\": true is not for tasks; a task's answer is kept whole (read it with GET /v1/tasks/{id})");
     }
-    if endpoint == Endpoint::Embeddings && matches!(parsed.model.as_deref(), None | Some("auto") | Some("")) {
+    if endpoint == Endpoint::Embeddings
+        && matches!(parsed.model.as_deref(), None | Some("auto") | Some(""))
+    {
         return bad("request: embeddings need a model: keyword routing could embed with a different model each time");
     }
     if let Some(r) = &b.route {
@@ -120,7 +122,10 @@ pub fn read(body: &[u8], reg: &Registry, now: SystemTime) -> Result<NewTask, Inv
         }
     }
     if b.after.len() > MAX_AFTER {
-        return bad(format!("after: {} tasks; at most {MAX_AFTER}", b.after.len()));
+        return bad(format!(
+            "after: {} tasks; at most {MAX_AFTER}",
+            b.after.len()
+        ));
     }
     let mut after = Vec::with_capacity(b.after.len());
     for (i, a) in b.after.iter().enumerate() {

@@ -125,7 +125,12 @@ where
                         soonest = Some(soonest.map_or(ra, |s| s.min(ra)));
                     }
                 }
-                attempts.push(Attempted::skipped(model, rej.skip, rej.retry_after, &rej.held));
+                attempts.push(Attempted::skipped(
+                    model,
+                    rej.skip,
+                    rej.retry_after,
+                    &rej.held,
+                ));
                 continue;
             }
         };
@@ -135,10 +140,11 @@ where
         }
         let body = parsed.body_for(&reg.models[model].backend);
         let upstream = &fleet.upstreams[machine];
-        let failed = match upstream.attempt(model, endpoint, body, deadline).await {
-            Ok(Answer::Full {
-                status, body, ..
-            }) => {
+        let failed = match upstream
+            .attempt(model, endpoint, body, deadline, &lease)
+            .await
+        {
+            Ok(Answer::Full { status, body, .. }) => {
                 lease.succeed();
                 crate::proxy::count_served(&fleet, &label, model, &attempts, started);
                 return Walked::Served {
@@ -184,7 +190,11 @@ where
         }
         // SPEC §10, whose fault: an attempt is used only by a failure on a machine that
         // stayed closed after it and that does not mean the machine is down.
-        if stayed_closed && !probe && !machine_down(failed.reason) && failed.fault != Fault::Deadline {
+        if stayed_closed
+            && !probe
+            && !machine_down(failed.reason)
+            && failed.fault != Fault::Deadline
+        {
             charged = true;
         }
         let expired = failed.fault == Fault::Deadline;

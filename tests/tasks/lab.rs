@@ -1,0 +1,175 @@
+//! A lab with a store: three simulated machines, the router serving on a held listener,
+//! its tasks in a SQLite file in a temporary directory.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use labrouter::outcome::TaskStatus;
+use labrouter::registry::Registry;
+use labrouter::sim::Sim;
+use labrouter::{RunOptions, Service};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use crate::support::registry_yaml_with;
+
+pub struct Lab {
+    pub gpu: Sim,
+    pub cpu: Sim,
+    pub local: Sim,
+    pub dir: tempfile::TempDir,
+    pub svc: Arc<Service>,
+    pub base: String,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Lab {
+    /// `tasks` is YAML under `tasks:` (two-space indented lines), or "".
+    pub async fn start(tasks: &str) -> Lab {
+        let gpu = Sim::start("gpu-box").await.unwrap();
+        let cpu = Sim::start("ubuntu-box").await.unwrap();
+        let local = Sim::start("local").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        Lab::on(gpu, cpu, local, dir, tasks).await
+    }
+
+    /// A router on these machines and this state directory (a restart reuses both).
+    pub async fn on(gpu: Sim, cpu: Sim, local: Sim, dir: tempfile::TempDir, tasks: &str) -> Lab {
+        let server = format!("  state_dir: \"{}\"\n", dir.path().display());
+        let mut yaml = registry_yaml_with(&gpu, &cpu, &local, &server, "");
+        if !tasks.is_empty() {
+            yaml.push_str("tasks:\n");
+            yaml.push_str(tasks);
+        }
+        let registry = Registry::parse(&yaml, "tasks.yaml").unwrap();
+        let svc = Arc::new(Service::remembering(registry, None).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(labrouter::run(
+            Arc::clone(&svc),
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+            RunOptions::default(),
+        ));
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        Lab {
+            gpu,
+            cpu,
+            local,
+            dir,
+            svc,
+            base,
+            client,
+            stop: Some(stop),
+            served: Some(served),
+        }
+    }
+
+    /// Stops the router as a kill would: no drain, no flush; returns the machines and the
+    /// state directory for a restart.
+    pub async fn crash(mut self) -> (Sim, Sim, Sim, tempfile::TempDir) {
+        if let Some(s) = self.served.take() {
+            s.abort();
+            let _ = s.await;
+        }
+        // The service (and its store) is leaked as a killed process would leave it: what
+        // was acknowledged is already committed.
+        std::mem::forget(Arc::clone(&self.svc));
+        (self.gpu, self.cpu, self.local, self.dir)
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(s) = self.served.take() {
+            let _ = s.await;
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.client
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Submits a chat task routed by `text`; `extra` adds submit fields. The task object.
+    pub async fn submit(&self, text: &str, extra: Value) -> Value {
+        let mut body = json!({"request": {"model": "auto", "messages": [{"role": "user", "content": text}]}});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        let resp = self.post("/v1/tasks", body).await;
+        assert_eq!(resp.status(), 202, "submit");
+        resp.json().await.unwrap()
+    }
+
+    pub async fn task(&self, id: &str) -> Value {
+        let resp = self.get(&format!("/v1/tasks/{id}")).await;
+        assert_eq!(resp.status(), 200, "show {id}");
+        resp.json().await.unwrap()
+    }
+
+    /// Work requests that reached each machine: (gpu, cpu, local).
+    pub fn work(&self) -> (u64, u64, u64) {
+        (
+            self.gpu.work_hits(),
+            self.cpu.work_hits(),
+            self.local.work_hits(),
+        )
+    }
+
+    /// Unfinished tasks in the queue.
+    pub fn unfinished(&self) -> u64 {
+        let c = self.svc.tasks().unwrap().counts();
+        c.blocked + c.queued + c.waiting + c.running
+    }
+
+    /// Lets paused time pass in `step`s until no task is unfinished (at most `limit`).
+    pub async fn settle(&self, step: Duration, limit: Duration) {
+        let mut waited = Duration::ZERO;
+        while self.unfinished() > 0 && waited < limit {
+            tokio::time::sleep(step).await;
+            waited += step;
+        }
+        assert_eq!(self.unfinished(), 0, "tasks still unfinished after {limit:?}");
+    }
+
+    /// How many of `ids` ended in each status.
+    pub async fn statuses(&self, ids: &[String]) -> Vec<(TaskStatus, usize)> {
+        let mut counts: std::collections::BTreeMap<TaskStatus, usize> = Default::default();
+        for id in ids {
+            let t = self.task(id).await;
+            let s: TaskStatus = t["status"].as_str().unwrap().parse().unwrap();
+            *counts.entry(s).or_default() += 1;
+        }
+        counts.into_iter().collect()
+    }
+
+    pub fn phase(&self, machine: &str) -> String {
+        let f = self.svc.fleet();
+        let i = f.registry.machine_index(machine).unwrap();
+        f.machines.phase(i).as_str().to_string()
+    }
+}

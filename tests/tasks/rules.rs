@@ -1,0 +1,294 @@
+//! SPEC §10's rules, one test each, counted on the wire.
+
+use std::time::Duration;
+
+use labrouter::sim::Fault;
+use serde_json::{json, Value};
+
+use crate::lab::Lab;
+
+async fn finished(lab: &Lab, id: &str) -> Value {
+    let resp = lab.get(&format!("/v1/tasks/{id}?wait=10m")).await;
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_runs_and_its_answer_is_kept_whole() {
+    let lab = Lab::start("").await;
+    let t = lab
+        .submit(
+            "fix this bug",
+            json!({"metadata": {"job": "nightly"}, "priority": 5}),
+        )
+        .await;
+    assert!(t["id"].as_str().unwrap().starts_with("tsk_"));
+    assert_eq!(t["object"], "task");
+    assert_eq!(t["metadata"]["job"], "nightly");
+    let id = t["id"].as_str().unwrap();
+    let done = finished(&lab, id).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["result"]["status"], 200);
+    assert_eq!(done["result"]["target"], "coder-gpu@gpu-box");
+    assert_eq!(
+        done["result"]["body"]["choices"][0]["message"]["content"],
+        "ok from gpu-box"
+    );
+    assert_eq!(done["request"]["messages"][0]["content"], "fix this bug");
+    assert!(done["started_at"].is_string() && done["finished_at"].is_string());
+    assert_eq!(lab.work(), (1, 0, 0));
+    // The list shows summaries: no request, no result.
+    let list: Value = lab.get("/v1/tasks").await.json().await.unwrap();
+    assert_eq!(list["data"][0]["id"], id);
+    assert!(list["data"][0].get("request").is_none() && list["data"][0].get("result").is_none());
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follow_up_gets_its_parents_text_as_a_json_string_and_runs_after_it() {
+    let lab = Lab::start("").await;
+    let tricky = "line \"one\"\n\tline two — ünïcode ✓ {{after.0}} \\ end";
+    lab.gpu.set_text(Some(tricky));
+    let parent = lab.submit("write code for this function", json!({})).await;
+    let pid = parent["id"].as_str().unwrap().to_string();
+    let child = lab
+        .post(
+            "/v1/tasks",
+            json!({"after": [pid], "request": {"model": "auto", "messages": [
+                {"role": "user", "content": "review this code: {{after.0}}"}]}}),
+        )
+        .await;
+    assert_eq!(child.status(), 202);
+    let child: Value = child.json().await.unwrap();
+    let cid = child["id"].as_str().unwrap();
+    let done = finished(&lab, cid).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let sent: Value = serde_json::from_slice(&lab.gpu.last_body().unwrap()).unwrap();
+    assert_eq!(
+        sent["messages"][0]["content"],
+        format!("review this code: {tricky}"),
+        "the parent's text, whole, as a JSON string; its own placeholder not expanded"
+    );
+    assert_eq!(lab.work().0, 2);
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_parent_cancels_its_follow_ups_and_theirs_before_they_reach_a_machine() {
+    let lab = Lab::start("").await;
+    // The request is at fault: every machine refuses it.
+    for s in [&lab.gpu, &lab.cpu, &lab.local] {
+        s.set(Fault::Status {
+            code: 400,
+            retry_after: None,
+        });
+    }
+    let parent = lab.submit("fix this bug", json!({})).await;
+    let pid = parent["id"].as_str().unwrap().to_string();
+    let child = lab.submit("then this", json!({"after": [pid]})).await;
+    let cid = child["id"].as_str().unwrap().to_string();
+    assert_eq!(child["status"], "blocked");
+    let grandchild = lab.submit("and this", json!({"after": [cid]})).await;
+    let gid = grandchild["id"].as_str().unwrap().to_string();
+    let p = finished(&lab, &pid).await;
+    assert_eq!(p["status"], "failed", "{p}");
+    assert_eq!(p["error"]["code"], "request_rejected");
+    for id in [&cid, &gid] {
+        let t = finished(&lab, id).await;
+        assert_eq!(t["status"], "cancelled", "{t}");
+        assert_eq!(t["error"]["code"], "dependency_failed");
+    }
+    assert_eq!(
+        lab.work(),
+        (1, 0, 0),
+        "the parent's one try; no follow-up request reached a machine"
+    );
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_are_used_only_on_machines_that_stay_up_and_then_the_task_fails() {
+    let lab = Lab::start("  max_attempts: 3\n").await;
+    // A single-target route: the vision route's one machine answers 500 and its breaker
+    // opens at the third; only failures on a machine that stayed closed cost attempts.
+    lab.gpu.set(Fault::Status {
+        code: 500,
+        retry_after: None,
+    });
+    let t = lab
+        .post(
+            "/v1/tasks",
+            json!({"route": "vision", "request": {"model": "auto", "messages": [{"role": "user", "content": "look"}]}}),
+        )
+        .await;
+    assert_eq!(t.status(), 202);
+    let t: Value = t.json().await.unwrap();
+    let id = t["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let now = lab.task(&id).await;
+    assert_eq!(
+        now["attempts_used"], 2,
+        "two failures on a closed machine; the third opened the breaker: {now}"
+    );
+    assert_eq!(now["status"], "waiting", "{now}");
+    assert_eq!(lab.work().0, 3);
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_submits_are_refused_and_change_nothing() {
+    let lab = Lab::start("").await;
+    let msg = json!([{"role": "user", "content": "hi"}]);
+    let cases = [
+        (json!({"request": {"model": "auto", "messages": msg, "stream": true}}), "stream"),
+        (json!({"request": {"model": "auto", "messages": msg}, "after": ["tsk_00000000000000000000000000"]}), "after[0]"),
+        (json!({"request": {"model": "auto", "messages": msg}, "after": ["nope"]}), "after[0]"),
+        (json!({"request": {"model": "auto", "messages": msg}, "deadline": "yesterday"}), "deadline"),
+        (json!({"request": {"model": "auto", "messages": msg}, "deadline": "2001-01-01T00:00:00Z"}), "has passed"),
+        (json!({"request": {"model": "auto", "messages": msg}, "priority": 1000}), "priority"),
+        (json!({"request": {"model": "auto", "messages": msg}, "metadata": {"k": "x".repeat(600)}}), "metadata"),
+        (json!({"request": {"model": "auto", "messages": msg}, "callback": {"url": "http://evil.example/hook"}}), "callback_allow"),
+        (json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "{{after.0}}"}]}}), "after.0"),
+        (json!({"request": {"model": "auto", "messages": msg}, "route": "nope"}), "route"),
+        (json!({"request": "hi"}), "request"),
+        (json!({"request": {"model": "auto", "messages": msg}, "colour": "red"}), "colour"),
+    ];
+    for (body, says) in cases {
+        let resp = lab.post("/v1/tasks", body.clone()).await;
+        assert_eq!(resp.status(), 400, "{body}");
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "invalid_task", "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(says),
+            "{v} should say {says}"
+        );
+    }
+    let list: Value = lab.get("/v1/tasks").await.json().await.unwrap();
+    assert_eq!(list["data"].as_array().unwrap().len(), 0, "no task created");
+    assert_eq!(lab.work(), (0, 0, 0));
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn twenty_concurrent_submits_with_one_key_make_one_task() {
+    let lab = Lab::start("").await;
+    let body = json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "fix this bug"}]}});
+    let sends = (0..20).map(|_| {
+        lab.client
+            .post(format!("{}/v1/tasks", lab.base))
+            .header("idempotency-key", "nightly-42")
+            .json(&body)
+            .send()
+    });
+    let answers = futures_util::future::join_all(sends).await;
+    let mut ids = std::collections::HashSet::new();
+    let mut replayed = 0;
+    for a in answers {
+        let a = a.unwrap();
+        assert!(matches!(a.status().as_u16(), 200 | 202), "{}", a.status());
+        if a.headers().get("idempotent-replayed").is_some() {
+            assert_eq!(a.status(), 200);
+            replayed += 1;
+        }
+        let v: Value = a.json().await.unwrap();
+        ids.insert(v["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ids.len(), 1, "one task");
+    assert_eq!(replayed, 19);
+    let other = lab
+        .client
+        .post(format!("{}/v1/tasks", lab.base))
+        .header("idempotency-key", "nightly-42")
+        .json(&json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "something else"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 422);
+    let id = ids.into_iter().next().unwrap();
+    finished(&lab, &id).await;
+    assert_eq!(lab.work(), (1, 0, 0), "one task, one request");
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_expires_a_waiting_task_and_cancel_aborts_a_running_one() {
+    let lab = Lab::start("").await;
+    for s in [&lab.gpu, &lab.cpu, &lab.local] {
+        s.set(Fault::Hang);
+    }
+    let t = lab.submit("fix this bug", json!({"deadline": "5m"})).await;
+    let id = t["id"].as_str().unwrap().to_string();
+    let done = finished(&lab, &id).await;
+    assert_eq!(done["status"], "expired", "{done}");
+    assert_eq!(done["error"]["code"], "deadline_exceeded");
+
+    // A slow generation, cancelled while it runs: its attempt is aborted, the breaker
+    // hears nothing of it.
+    let lab2 = Lab::start("").await;
+    lab2.gpu.set(Fault::SlowFirstByte(Duration::from_secs(300)));
+    let t = lab2.submit("fix this bug", json!({})).await;
+    let id = t["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(lab2.task(&id).await["status"], "running");
+    let c = lab2.post(&format!("/v1/tasks/{id}/cancel"), json!({})).await;
+    assert_eq!(c.status(), 200);
+    let c: Value = c.json().await.unwrap();
+    assert_eq!(c["status"], "cancelled");
+    assert_eq!(lab2.phase("gpu-box"), "closed");
+    let f = lab2.svc.fleet();
+    let gpu = f.machines.snapshot(f.registry.machine_index("gpu-box").unwrap());
+    assert_eq!(gpu.breaker.failures, 0, "a cancel is no failure");
+    let again = lab2.post(&format!("/v1/tasks/{id}/cancel"), json!({})).await;
+    assert_eq!(again.status(), 409);
+    lab.stop().await;
+    lab2.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_is_429_queue_full() {
+    let lab = Lab::start("  max_queued: 2\n").await;
+    for s in [&lab.gpu, &lab.cpu, &lab.local] {
+        s.set(Fault::Hang);
+    }
+    lab.submit("a", json!({})).await;
+    lab.submit("b", json!({})).await;
+    let third = lab
+        .post(
+            "/v1/tasks",
+            json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "c"}]}}),
+        )
+        .await;
+    assert_eq!(third.status(), 429);
+    let v: Value = third.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "queue_full");
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn acknowledged_tasks_survive_a_crash_and_finish_once() {
+    let lab = Lab::start("").await;
+    for s in [&lab.gpu, &lab.cpu, &lab.local] {
+        s.set(Fault::Hang);
+    }
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let t = lab.submit(&format!("fix bug {i}"), json!({})).await;
+        ids.push(t["id"].as_str().unwrap().to_string());
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (gpu, cpu, local, dir) = lab.crash().await;
+    for s in [&gpu, &cpu, &local] {
+        s.set(Fault::Ok);
+        s.reset_counts();
+    }
+    let lab = Lab::on(gpu, cpu, local, dir, "").await;
+    lab.settle(Duration::from_secs(1), Duration::from_secs(3600))
+        .await;
+    assert_eq!(
+        lab.statuses(&ids).await,
+        vec![(labrouter::outcome::TaskStatus::Succeeded, 20)]
+    );
+    let w = lab.work();
+    assert_eq!(w.0 + w.1 + w.2, 20, "each task ran once after the restart");
+    lab.stop().await;
+}
