@@ -11,6 +11,7 @@ use crate::breaker::Policy;
 use crate::outcome::ids::Table;
 use crate::outcome::{MachineId, ModelId, RouteId};
 
+mod callback_allow;
 mod durations;
 mod machines;
 mod models;
@@ -19,6 +20,7 @@ pub(crate) mod policy;
 mod raw;
 mod routes;
 mod server;
+mod tasks;
 mod telegram;
 #[cfg(test)]
 mod tests;
@@ -27,8 +29,10 @@ mod url;
 mod validate;
 mod version;
 
+pub use callback_allow::AllowRule;
 use raw::RawRegistry;
 pub use server::{is_loopback, Cidr, Server, DEFAULT_ORIGINS};
+pub use tasks::Tasks;
 pub use units::{parse_duration, parse_duration_max, parse_size, DURATION_MAX};
 
 /// The longest timeout, cooldown or interval registry.yaml may set (SPEC §7): a value
@@ -62,6 +66,8 @@ pub struct Machine {
     pub timeouts: Timeouts,
     pub breaker: Policy,
     pub max_concurrency: u32,
+    /// Tasks running at once on this machine (SPEC §10): 1..=`max_concurrency`, default 1.
+    pub task_slots: u32,
 }
 
 /// A logical model: where it runs and what the machine calls it.
@@ -105,6 +111,8 @@ pub struct Registry {
     /// The route for requests that hit no keyword (the one marked `default`, else the first).
     pub default_route: RouteId,
     pub telegram: Option<Telegram>,
+    /// `tasks:` (SPEC §10), its defaults when the block is absent.
+    pub tasks: Tasks,
     /// A short hash of the file's bytes, recorded with breaker transitions.
     pub version: String,
 }

@@ -1,5 +1,5 @@
 //! `defaults:` and `machines:`: each machine's URL, health check, timeouts, breaker policy
-//! and concurrency, a machine's own values over the defaults.
+//! concurrency and task slots, a machine's own values over the defaults.
 
 use std::time::Duration;
 
@@ -25,6 +25,9 @@ const BASE_TIMEOUTS: Timeouts = Timeouts {
 /// A machine's `max_concurrency` when registry.yaml sets none.
 const BASE_CONCURRENCY: u32 = 8;
 
+/// A machine's `task_slots` when registry.yaml sets none (SPEC §10).
+const BASE_TASK_SLOTS: u32 = 1;
+
 /// The machines, in the file's order; `defaults:` is checked first.
 pub(super) fn validate_machines(
     defaults: &RawDefaults,
@@ -33,6 +36,12 @@ pub(super) fn validate_machines(
     let d_timeouts = timeouts(&defaults.timeouts, &BASE_TIMEOUTS)?;
     let d_policy = validate_policy(&defaults.breaker, &Policy::default())?;
     let d_concurrency = concurrency(&defaults.max_concurrency, BASE_CONCURRENCY)?;
+    if let Some(v) = defaults.task_slots.as_ref().filter(|v| v.value == 0) {
+        return err(
+            v.referenced,
+            "defaults.task_slots: expected a whole number of 1 or more",
+        );
+    }
 
     if raw.value.is_empty() {
         return err(raw.referenced, "machines: expected at least one machine");
@@ -41,6 +50,13 @@ pub(super) fn validate_machines(
     for (name, m) in &raw.value {
         let url = validate_url(&m.url)?;
         let health = m.health.as_ref().map(health).transpose()?;
+        let max_concurrency = concurrency(&m.max_concurrency, d_concurrency)?;
+        let task_slots = task_slots(
+            name,
+            m.task_slots.as_ref(),
+            defaults.task_slots.as_ref(),
+            max_concurrency,
+        )?;
         machines.push(Machine {
             name: name.clone(),
             url,
@@ -48,7 +64,8 @@ pub(super) fn validate_machines(
             health,
             timeouts: timeouts(&m.timeouts, &d_timeouts)?,
             breaker: validate_policy(&m.breaker, &d_policy)?,
-            max_concurrency: concurrency(&m.max_concurrency, d_concurrency)?,
+            max_concurrency,
+            task_slots,
         });
     }
     Ok(machines)
@@ -86,4 +103,29 @@ fn concurrency(v: &Option<Spanned<u32>>, fallback: u32) -> Result<u32, Invalid> 
         Some(v) => Ok(v.value),
         None => Ok(fallback),
     }
+}
+
+/// A machine's `task_slots` (its own, else the defaults'): at least 1 and at most its
+/// `max_concurrency`, since a task runs in one of the machine's request slots.
+fn task_slots(
+    machine: &str,
+    own: Option<&Spanned<u32>>,
+    inherited: Option<&Spanned<u32>>,
+    max_concurrency: u32,
+) -> Result<u32, Invalid> {
+    let (v, from) = match (own, inherited) {
+        (Some(v), _) => (v, ""),
+        (None, Some(v)) => (v, " (from defaults)"),
+        (None, None) => return Ok(BASE_TASK_SLOTS),
+    };
+    if (1..=max_concurrency).contains(&v.value) {
+        return Ok(v.value);
+    }
+    err(
+        v.referenced,
+        format!(
+            "machine '{machine}': task_slots{from}: expected a whole number from 1 to the machine's max_concurrency ({max_concurrency}), got {}",
+            v.value
+        ),
+    )
 }

@@ -20,6 +20,7 @@ pub struct RawRegistry {
     pub models: S<IndexMap<String, RawModel>>,
     pub routes: S<Vec<RawRoute>>,
     pub telegram: Option<RawTelegram>,
+    pub tasks: Option<RawTasks>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -51,6 +52,7 @@ pub struct RawDefaults {
     #[serde(default)]
     pub breaker: RawBreaker,
     pub max_concurrency: Option<S<u32>>,
+    pub task_slots: Option<S<u32>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -83,6 +85,7 @@ pub struct RawMachine {
     #[serde(default)]
     pub breaker: RawBreaker,
     pub max_concurrency: Option<S<u32>>,
+    pub task_slots: Option<S<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,6 +133,22 @@ pub struct RawTelegram {
     pub alert_on_trip: bool,
     #[serde(default = "two")]
     pub page_after_cycles: u32,
+}
+
+/// `tasks:` (SPEC §10). Counts are read as `u64` so a value out of range gets our message
+/// (with the range) rather than the YAML library's.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTasks {
+    pub max_running: Option<S<u64>>,
+    pub max_queued: Option<S<u64>>,
+    pub default_deadline: Option<S<String>>,
+    pub max_attempts: Option<S<u64>>,
+    pub keep: Option<S<String>>,
+    pub max_request_body: Option<S<String>>,
+    /// `None` when not written (the defaults); `[]` refuses every callback.
+    pub callback_allow: Option<Vec<S<String>>>,
+    pub callback_secret_env: Option<S<String>>,
 }
 
 fn default_digest_at() -> S<String> {

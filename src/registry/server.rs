@@ -230,7 +230,12 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
     })
 }
 
-fn size(v: &Option<Spanned<String>>, fallback: usize, what: &str) -> Result<usize, Invalid> {
+/// A size above zero, or `fallback` when not written.
+pub(super) fn size(
+    v: &Option<Spanned<String>>,
+    fallback: usize,
+    what: &str,
+) -> Result<usize, Invalid> {
     match v {
         None => Ok(fallback),
         Some(s) => match parse_size(&s.value) {

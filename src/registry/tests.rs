@@ -6,6 +6,10 @@ use std::time::Duration;
 use super::*;
 use crate::outcome::{MachineId, ModelId, RouteId};
 
+mod callback_allow;
+mod task_slots;
+mod tasks;
+
 const FILE: &str = "registry.yaml";
 
 fn secs(n: u64) -> Duration {
@@ -138,6 +142,20 @@ fn shipped_registry_parses() {
         ("coder-cpu", "qwen3-coder:30b")
     );
     assert_eq!(reg.machines[coder_cpu.machine].name, "ubuntu-box");
+
+    // SPEC §10: the `tasks:` block is commented out, so every default holds.
+    assert!(reg.machines.iter().all(|m| m.task_slots == 1));
+    let t = &reg.tasks;
+    assert_eq!(
+        (t.max_running, t.max_queued, t.max_attempts),
+        (4, 10_000, 3)
+    );
+    assert_eq!(t.default_deadline, secs(86_400));
+    assert_eq!(t.keep, secs(7 * 86_400));
+    assert_eq!(t.max_request_body, 1 << 20);
+    let allow: Vec<String> = t.callback_allow.iter().map(|r| r.to_string()).collect();
+    assert_eq!(allow, ["http://127.0.0.1:", "http://localhost:"]);
+    assert_eq!(t.callback_secret_env, None);
 }
 
 #[test]

@@ -31,7 +31,7 @@ pub(super) fn validate_url(s: &Spanned<String>) -> Result<String, Invalid> {
 }
 
 /// `scheme://user:pass@host/...` as `scheme://***@host/...`.
-fn without_userinfo(url: &str) -> String {
+pub(super) fn without_userinfo(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };

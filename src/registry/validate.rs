@@ -1,5 +1,5 @@
 //! The raw file validated into a [`Registry`], section by section, in the order errors are
-//! reported: server, defaults and machines, models, routes, telegram.
+//! reported: server, defaults and machines, models, routes, telegram, tasks.
 
 use serde_saphyr::Location;
 
@@ -8,6 +8,7 @@ use super::models::validate_models;
 use super::raw::RawRegistry;
 use super::routes::validate_routes;
 use super::server::validate_server;
+use super::tasks::validate_tasks;
 use super::telegram::validate_telegram;
 use super::Registry;
 use crate::outcome::{ModelId, RouteId};
@@ -26,6 +27,7 @@ pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
     let models = validate_models(&raw.models, &machines)?;
     let (routes, default_route) = validate_routes(&raw.routes, &models)?;
     let telegram = raw.telegram.as_ref().map(validate_telegram).transpose()?;
+    let tasks = validate_tasks(&raw, &server, &machines)?;
     Ok(Registry {
         server,
         model_ids: (0..models.len()).map(ModelId).collect(),
@@ -34,6 +36,7 @@ pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
         routes: routes.into(),
         default_route: RouteId(default_route),
         telegram,
+        tasks,
         version: String::new(),
     })
 }

@@ -57,8 +57,19 @@ fn valid(u: &mut Unstructured<'_>) -> R<Y> {
     if u.arbitrary()? {
         server.push(("state_dir", s("./state")));
     }
+    let mut max_body = 16 << 20;
     if u.arbitrary()? {
-        server.push(("max_body", s(pick(u, &["16MiB", "1", "512KiB", "1GB"])?)));
+        let (written, bytes) = *pick(
+            u,
+            &[
+                ("16MiB", 16 << 20),
+                ("1", 1),
+                ("512KiB", 512 << 10),
+                ("1GB", 1_000_000_000),
+            ],
+        )?;
+        max_body = bytes;
+        server.push(("max_body", s(written)));
     }
     if u.arbitrary()? {
         server.push(("shutdown_grace", s(pick(u, DURATIONS)?)));
@@ -69,15 +80,19 @@ fn valid(u: &mut Unstructured<'_>) -> R<Y> {
     if !server.is_empty() {
         doc.push(("server", map(server)));
     }
+    // What a machine inherits: `max_concurrency` 8 either way, `task_slots` maybe more than 1.
+    let mut default_slots = 1;
     if u.arbitrary()? {
-        doc.push((
-            "defaults",
-            map(vec![
-                ("timeouts", timeouts(u)?),
-                ("breaker", breaker(u)?),
-                ("max_concurrency", s("8")),
-            ]),
-        ));
+        let mut d = vec![
+            ("timeouts", timeouts(u)?),
+            ("breaker", breaker(u)?),
+            ("max_concurrency", s("8")),
+        ];
+        if u.arbitrary()? {
+            default_slots = u.int_in_range(1..=8u32)?;
+            d.push(("task_slots", Y::S(default_slots.to_string())));
+        }
+        doc.push(("defaults", map(d)));
     }
     let n_machines = u.int_in_range(1..=4)?;
     let mut machines = Vec::new();
@@ -105,10 +120,16 @@ fn valid(u: &mut Unstructured<'_>) -> R<Y> {
         if u.arbitrary()? {
             m.push(("breaker", breaker(u)?));
         }
+        let mut concurrency = 8;
         if u.arbitrary()? {
+            concurrency = u.int_in_range(1..=64u32)?;
+            m.push(("max_concurrency", Y::S(concurrency.to_string())));
+        }
+        // Its own task_slots, or one it must write because the defaults' is too many.
+        if u.arbitrary()? || default_slots > concurrency {
             m.push((
-                "max_concurrency",
-                Y::S(u.int_in_range(1..=64u32)?.to_string()),
+                "task_slots",
+                Y::S(u.int_in_range(1..=concurrency)?.to_string()),
             ));
         }
         if u.arbitrary()? {
@@ -179,7 +200,62 @@ fn valid(u: &mut Unstructured<'_>) -> R<Y> {
             ]),
         ));
     }
+    if one_in(u, 3)? {
+        doc.push(("tasks", tasks(u, max_body)?));
+    }
     Ok(map(doc))
+}
+
+/// Entries `callback_allow` accepts, in the forms SPEC §10 names.
+const ALLOW: &[&str] = &[
+    "http://127.0.0.1:",
+    "http://localhost:",
+    "https://hooks.example:8443",
+    "https://hooks.example",
+    "http://[::1]:",
+    "http://[fd00::1]:9000/",
+    "HTTP://Ci.Lan:80/",
+    "http://127.1:",
+];
+
+/// A valid `tasks:` block: `max_attempts` at or above every threshold `breaker` writes (1 to
+/// 10), `max_request_body` within `server.max_body`.
+fn tasks(u: &mut Unstructured<'_>, max_body: usize) -> R<Y> {
+    let mut t = Vec::new();
+    if u.arbitrary()? {
+        t.push(("max_running", s(pick(u, &["1", "4", "10000"])?)));
+    }
+    if u.arbitrary()? {
+        t.push(("max_queued", s(pick(u, &["1", "10000", "10000000"])?)));
+    }
+    if u.arbitrary()? {
+        t.push(("default_deadline", s(pick(u, &["1s", "2h", "24h", "30d"])?)));
+    }
+    if u.arbitrary()? {
+        t.push(("max_attempts", s(pick(u, &["10", "50", "100"])?)));
+    }
+    if u.arbitrary()? {
+        t.push(("keep", s(pick(u, &["1ms", "7d", "90d", "365d"])?)));
+    }
+    if u.arbitrary()? {
+        let sizes: Vec<&str> = [("1", 1), ("1KiB", 1 << 10), ("1MiB", 1 << 20)]
+            .iter()
+            .filter(|(_, bytes)| *bytes <= max_body)
+            .map(|(written, _)| *written)
+            .collect();
+        t.push(("max_request_body", s(pick(u, &sizes)?)));
+    }
+    if u.arbitrary()? {
+        let n = u.int_in_range(0..=3)?;
+        let allow = (0..n)
+            .map(|_| Ok(s(pick(u, ALLOW)?)))
+            .collect::<R<Vec<_>>>()?;
+        t.push(("callback_allow", Y::Seq(allow)));
+    }
+    if u.arbitrary()? {
+        t.push(("callback_secret_env", s("LABROUTER_WEBHOOK_SECRET")));
+    }
+    Ok(map(t))
 }
 
 fn timeouts(u: &mut Unstructured<'_>) -> R<Y> {
@@ -625,6 +701,21 @@ fn check(r: &Registry) {
         assert!(p.backoff.is_finite() && p.backoff >= 1.0);
         assert!(p.failure_threshold >= 1 && p.success_threshold >= 1);
         assert!(m.max_concurrency >= 1);
+        assert!(
+            (1..=m.max_concurrency).contains(&m.task_slots),
+            "{}: task_slots {} outside 1..={}",
+            m.name,
+            m.task_slots,
+            m.max_concurrency
+        );
+        // SPEC §10: a lone task that meets a fresh outage waits rather than fails.
+        assert!(
+            r.tasks.max_attempts >= p.failure_threshold,
+            "{}: max_attempts {} below failure_threshold {}",
+            m.name,
+            r.tasks.max_attempts,
+            p.failure_threshold
+        );
     }
     assert!(r.model_ids.enumerate().all(|(i, &m)| m == i));
     assert_eq!(r.model_ids.len(), r.models.len());
@@ -655,7 +746,52 @@ fn check(r: &Registry) {
         assert!(t.digest_at.0 < 24 && t.digest_at.1 < 60);
         assert!(t.page_after_cycles >= 1);
     }
+    check_tasks(r);
     assert_eq!(r.version.len(), 16);
+}
+
+/// What `tasks:` promises the task queue (SPEC §10), defaults included.
+fn check_tasks(r: &Registry) {
+    let t = &r.tasks;
+    assert!((1..=10_000).contains(&t.max_running), "{t:?}");
+    assert!((1..=10_000_000).contains(&t.max_queued), "{t:?}");
+    assert!((1..=100).contains(&t.max_attempts), "{t:?}");
+    assert!(!t.default_deadline.is_zero() && t.default_deadline <= SPAN_MAX);
+    assert!(!t.keep.is_zero() && t.keep <= std::time::Duration::from_secs(365 * 86_400));
+    assert!(t.max_request_body > 0 && t.max_request_body <= r.server.max_body);
+    for rule in &t.callback_allow {
+        assert!(matches!(rule.scheme.as_str(), "http" | "https"), "{rule:?}");
+        assert!(!rule.host.is_empty() && rule.host == rule.host.to_ascii_lowercase());
+        assert_ne!(rule.port, Some(0));
+        // A URL written from the rule as displayed is allowed by it; with user info, or
+        // with the other scheme, never.
+        let shown = rule.to_string();
+        let prefix = match rule.port {
+            None => format!("{shown}9"),
+            Some(_) => shown.clone(),
+        };
+        let url = reqwest::Url::parse(&format!("{prefix}/cb")).expect("a rule displays as a URL");
+        assert!(rule.allows(&url), "{shown} does not allow {url}");
+        let mut with_user = url.clone();
+        with_user
+            .set_username("u")
+            .expect("an http(s) URL takes a user");
+        assert!(!rule.allows(&with_user), "{shown} allows {with_user}");
+        let other = if rule.scheme == "http" {
+            "https"
+        } else {
+            "http"
+        };
+        let mut other_scheme = url.clone();
+        other_scheme.set_scheme(other).expect("http and https swap");
+        assert!(!rule.allows(&other_scheme), "{shown} allows {other_scheme}");
+    }
+    if let Some(name) = &t.callback_secret_env {
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{name:?}"
+        );
+    }
 }
 
 /// Documents too big for the random walk to build often: deep nesting and alias bombs.
