@@ -123,7 +123,7 @@ mod tests {
     fn a_parents_text_goes_into_content_and_prompt_only() {
         let parent = "say \"hi\"\nthen {{after.0}} — ünïcode ✓".to_string();
         let req = br#"{"model":"{{after.0}}","messages":[{"role":"user","content":"use: {{after.0}}!"},{"role":"user","content":[{"type":"text","text":"[{{after.0}}]"},{"type":"image_url","image_url":{"url":"{{after.0}}"}}]}],"tools":[{"x":"{{after.0}}"}]}"#;
-        let out = substitute(Endpoint::Chat, req, &[parent.clone()]).unwrap();
+        let out = substitute(Endpoint::Chat, req, std::slice::from_ref(&parent)).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["model"], "{{after.0}}");
         assert_eq!(v["messages"][0]["content"], format!("use: {parent}!"));

@@ -88,6 +88,15 @@ impl Slots {
     }
 }
 
+/// Waits for the store's writer to answer. The wait runs on the blocking pool: the writer
+/// is a thread tokio does not see, and a blocking task keeps a paused test clock from
+/// jumping ahead while a commit is on its way to the disk.
+async fn committed<T: Send + 'static>(rx: oneshot::Receiver<T>) -> Result<T, ()> {
+    tokio::task::spawn_blocking(move || rx.blocking_recv().map_err(|_| ()))
+        .await
+        .map_err(|_| ())?
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -389,7 +398,7 @@ impl Scheduler {
             .sender()
             .send(msg)
             .map_err(|_| SubmitError::Store("the store's writer stopped".into()))?;
-        let inserted = done
+        let inserted = committed(done)
             .await
             .map_err(|_| SubmitError::Store("the store's writer stopped".into()))?
             .map_err(SubmitError::Store)?;
@@ -403,19 +412,63 @@ impl Scheduler {
                 Ok(Submitted::Replayed(Box::new(task)))
             }
             Inserted::New => {
-                if !task.status.is_finished() {
-                    let mut q = lock(&self.queue);
-                    for p in &task.after {
-                        if q.entries.contains_key(p) {
-                            q.children
-                                .entry(p.clone())
-                                .or_default()
-                                .push(task.id.clone());
+                if task.status.is_finished() {
+                    let _ = self.finished.send(task.id.clone());
+                } else {
+                    // Parents may have finished while the insert committed: link the live
+                    // ones; the others count as pending until the store says how they
+                    // ended, so the task cannot start before that is known.
+                    let gone: Vec<TaskId> = {
+                        let mut q = lock(&self.queue);
+                        let mut gone = Vec::new();
+                        for p in &task.after {
+                            if q.entries.contains_key(p) {
+                                q.children
+                                    .entry(p.clone())
+                                    .or_default()
+                                    .push(task.id.clone());
+                            } else {
+                                gone.push(p.clone());
+                            }
+                        }
+                        let pending = task.after.len();
+                        self.admit_entry(&mut q, task.clone(), pending);
+                        gone
+                    };
+                    for p in gone {
+                        let ended = self.get(&p, None).await?.map(|t| t.status);
+                        let acks = {
+                            let mut q = lock(&self.queue);
+                            match ended {
+                                Some(TaskStatus::Succeeded) => {
+                                    if let Some(e) = q.entries.get_mut(&task.id) {
+                                        e.pending = e.pending.saturating_sub(1);
+                                        if e.pending == 0 && e.task.status == TaskStatus::Blocked {
+                                            e.task.status = TaskStatus::Queued;
+                                            let k = key(e);
+                                            q.ready.insert(k);
+                                        }
+                                    }
+                                    Vec::new()
+                                }
+                                other => self.end(
+                                    &mut q,
+                                    &task.id,
+                                    TaskStatus::Cancelled,
+                                    error(
+                                        TaskCode::DependencyFailed,
+                                        &format!(
+                                            "a task it follows, {p}, ended {}",
+                                            other.map_or("unknown".to_string(), |s| s.to_string())
+                                        ),
+                                    ),
+                                ),
+                            }
+                        };
+                        for a in acks {
+                            let _ = committed(a).await;
                         }
                     }
-                    self.admit_entry(&mut q, task.clone(), pending);
-                } else {
-                    let _ = self.finished.send(task.id.clone());
                 }
                 self.wake.notify_one();
                 Ok(Submitted::New(Box::new(task)))
@@ -474,7 +527,7 @@ impl Scheduler {
                 .filter(|e| before.is_none_or(|b| e.task.seq < b))
                 .map(|e| e.task.clone())
                 .collect();
-            out.sort_by(|a, b| b.seq.cmp(&a.seq));
+            out.sort_by_key(|t| std::cmp::Reverse(t.seq));
             out.truncate(limit as usize);
             return Ok(out);
         }
@@ -538,7 +591,7 @@ impl Scheduler {
         match done {
             Some(acks) => {
                 for a in acks {
-                    let _ = a.await;
+                    let _ = committed(a).await;
                 }
                 self.wake.notify_one();
                 self.get(id, owner).await
@@ -731,7 +784,7 @@ impl Scheduler {
             }
         }
         for a in acks {
-            let _ = a.await;
+            let _ = committed(a).await;
         }
         for id in to_route {
             self.route(fleet, &id).await;
@@ -759,7 +812,7 @@ impl Scheduler {
                     self.end(&mut q, id, TaskStatus::Cancelled, error(code, &why))
                 };
                 for a in acks {
-                    let _ = a.await;
+                    let _ = committed(a).await;
                 }
                 return;
             }
@@ -798,7 +851,7 @@ impl Scheduler {
                 drop(q);
                 tokio::spawn(async move {
                     for a in acks {
-                        let _ = a.await;
+                        let _ = committed(a).await;
                     }
                 });
             }
@@ -902,7 +955,7 @@ impl Scheduler {
                 let rx = snapshot.and_then(|t| me.write(t, true));
                 async move {
                     if let Some(rx) = rx {
-                        let _ = rx.await;
+                        let _ = committed(rx).await;
                     }
                 }
             };
@@ -1113,7 +1166,7 @@ impl Scheduler {
             self.write(t, false);
         }
         for a in acks {
-            let _ = a.await;
+            let _ = committed(a).await;
         }
         self.wake.notify_one();
     }

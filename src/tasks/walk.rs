@@ -28,7 +28,6 @@ pub enum Walked {
     },
     /// A machine refused the request itself (400, 413, 422): the task fails at once.
     Refused {
-        target: ModelId,
         status: StatusCode,
         body: Bytes,
         attempts: Vec<Attempted>,
@@ -174,7 +173,6 @@ where
                 lease.finish(&attempted);
                 attempts.push(attempted);
                 return Walked::Refused {
-                    target: model,
                     status,
                     body,
                     attempts,

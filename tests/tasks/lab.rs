@@ -114,7 +114,8 @@ impl Lab {
 
     /// Submits a chat task routed by `text`; `extra` adds submit fields. The task object.
     pub async fn submit(&self, text: &str, extra: Value) -> Value {
-        let mut body = json!({"request": {"model": "auto", "messages": [{"role": "user", "content": text}]}});
+        let mut body =
+            json!({"request": {"model": "auto", "messages": [{"role": "user", "content": text}]}});
         if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
             for (k, v) in e {
                 b.insert(k.clone(), v.clone());
@@ -153,7 +154,11 @@ impl Lab {
             tokio::time::sleep(step).await;
             waited += step;
         }
-        assert_eq!(self.unfinished(), 0, "tasks still unfinished after {limit:?}");
+        assert_eq!(
+            self.unfinished(),
+            0,
+            "tasks still unfinished after {limit:?}"
+        );
     }
 
     /// How many of `ids` ended in each status.

@@ -41,15 +41,18 @@ async fn two_hundred_tasks_wait_out_a_fifteen_minute_outage_and_only_probes_reac
         .json::<serde_json::Value>()
         .await
         .unwrap();
-    let one = &waiting["data"][0];
+    let waiting = waiting["data"].as_array().unwrap();
     assert!(
-        one["waiting_for"]
+        waiting.iter().any(|t| t["waiting_for"]
             .as_str()
             .unwrap_or("")
-            .contains("held back"),
-        "{one}"
+            .contains("held back")),
+        "waiting tasks say what holds them back"
     );
-    assert_eq!(one["attempts_used"], 0, "waiting costs no attempt: {one}");
+    assert!(
+        waiting.iter().all(|t| t["attempts_used"] == 0),
+        "waiting out an outage costs no attempt"
+    );
     // Per machine: the failure_threshold (3) tries that opened its breaker, then one probe
     // per cooldown (60 s, 120 s, 240 s, 480 s: at most 4 fit in 15 minutes) — whatever
     // the number of tasks waiting.
@@ -81,7 +84,7 @@ async fn two_hundred_tasks_wait_out_a_fifteen_minute_outage_and_only_probes_reac
     tokio::time::sleep(Duration::from_secs(2)).await;
     let c = lab.svc.tasks().unwrap().counts();
     assert!(
-        c.queued + c.waiting + c.running <= 190,
+        c.queued + c.waiting + c.running <= 198,
         "tasks start as soon as the probe succeeds: {c:?}"
     );
     lab.settle(Duration::from_secs(1), Duration::from_secs(600))

@@ -140,18 +140,51 @@ async fn bad_submits_are_refused_and_change_nothing() {
     let lab = Lab::start("").await;
     let msg = json!([{"role": "user", "content": "hi"}]);
     let cases = [
-        (json!({"request": {"model": "auto", "messages": msg, "stream": true}}), "stream"),
-        (json!({"request": {"model": "auto", "messages": msg}, "after": ["tsk_00000000000000000000000000"]}), "after[0]"),
-        (json!({"request": {"model": "auto", "messages": msg}, "after": ["nope"]}), "after[0]"),
-        (json!({"request": {"model": "auto", "messages": msg}, "deadline": "yesterday"}), "deadline"),
-        (json!({"request": {"model": "auto", "messages": msg}, "deadline": "2001-01-01T00:00:00Z"}), "has passed"),
-        (json!({"request": {"model": "auto", "messages": msg}, "priority": 1000}), "priority"),
-        (json!({"request": {"model": "auto", "messages": msg}, "metadata": {"k": "x".repeat(600)}}), "metadata"),
-        (json!({"request": {"model": "auto", "messages": msg}, "callback": {"url": "http://evil.example/hook"}}), "callback_allow"),
-        (json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "{{after.0}}"}]}}), "after.0"),
-        (json!({"request": {"model": "auto", "messages": msg}, "route": "nope"}), "route"),
+        (
+            json!({"request": {"model": "auto", "messages": msg, "stream": true}}),
+            "stream",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "after": ["tsk_00000000000000000000000000"]}),
+            "after[0]",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "after": ["nope"]}),
+            "after[0]",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "deadline": "yesterday"}),
+            "deadline",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "deadline": "2001-01-01T00:00:00Z"}),
+            "has passed",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "priority": 1000}),
+            "priority",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "metadata": {"k": "x".repeat(600)}}),
+            "metadata",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "callback": {"url": "http://evil.example/hook"}}),
+            "callback_allow",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "{{after.0}}"}]}}),
+            "after.0",
+        ),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "route": "nope"}),
+            "route",
+        ),
         (json!({"request": "hi"}), "request"),
-        (json!({"request": {"model": "auto", "messages": msg}, "colour": "red"}), "colour"),
+        (
+            json!({"request": {"model": "auto", "messages": msg}, "colour": "red"}),
+            "colour",
+        ),
     ];
     for (body, says) in cases {
         let resp = lab.post("/v1/tasks", body.clone()).await;
@@ -230,15 +263,21 @@ async fn a_deadline_expires_a_waiting_task_and_cancel_aborts_a_running_one() {
     let id = t["id"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(lab2.task(&id).await["status"], "running");
-    let c = lab2.post(&format!("/v1/tasks/{id}/cancel"), json!({})).await;
+    let c = lab2
+        .post(&format!("/v1/tasks/{id}/cancel"), json!({}))
+        .await;
     assert_eq!(c.status(), 200);
     let c: Value = c.json().await.unwrap();
     assert_eq!(c["status"], "cancelled");
     assert_eq!(lab2.phase("gpu-box"), "closed");
     let f = lab2.svc.fleet();
-    let gpu = f.machines.snapshot(f.registry.machine_index("gpu-box").unwrap());
+    let gpu = f
+        .machines
+        .snapshot(f.registry.machine_index("gpu-box").unwrap());
     assert_eq!(gpu.breaker.failures, 0, "a cancel is no failure");
-    let again = lab2.post(&format!("/v1/tasks/{id}/cancel"), json!({})).await;
+    let again = lab2
+        .post(&format!("/v1/tasks/{id}/cancel"), json!({}))
+        .await;
     assert_eq!(again.status(), 409);
     lab.stop().await;
     lab2.stop().await;
