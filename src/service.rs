@@ -12,6 +12,7 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 
 use crate::fleet::{Fleet, FleetError};
+use crate::http::idempotency::Idempotency;
 use crate::machines::Bus;
 use crate::outcome::MachineId;
 use crate::registry::{Registry, RegistryError};
@@ -57,6 +58,8 @@ pub struct Service {
     /// When this service started (unix ms): its machines' counters count from zero here, so
     /// counter samples and the digest's live counts name the process by it.
     boot_ms: i64,
+    /// `Idempotency-Key` flights and answers (SPEC §10): kept in the store, or in memory.
+    idempotency: Idempotency,
     /// Last, so it outlives the breakers that write to it.
     store: Option<Store>,
 }
@@ -105,6 +108,7 @@ impl Service {
             config,
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(SystemTime::now()),
+            idempotency: Idempotency::new(Some(&store)),
             store: Some(store),
         })
     }
@@ -120,6 +124,7 @@ impl Service {
             config,
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(SystemTime::now()),
+            idempotency: Idempotency::new(None),
             store: None,
         })
     }
@@ -140,6 +145,11 @@ impl Service {
 
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()
+    }
+
+    /// Flights and kept answers of `Idempotency-Key` requests.
+    pub fn idempotency(&self) -> &Idempotency {
+        &self.idempotency
     }
 
     /// When this service started (unix ms): the name of its counters' lifetime in counter

@@ -21,6 +21,8 @@ pub enum Code {
     UnreadableBody,
     ModelNotFound,
     ModelRequired,
+    InvalidIdempotencyKey,
+    IdempotencyKeyOnStream,
     // 401, 403
     InvalidApiKey,
     HostNotAllowed,
@@ -36,9 +38,12 @@ pub enum Code {
     RequestTimeout,
     RequestTooLarge,
     RegistryRejected,
-    // 500
+    IdempotencyKeyReused,
+    // 500, 502
     LedgerUnreadable,
     ReloadFailed,
+    IdempotentRequestLost,
+    AnswerTooLarge,
 }
 
 impl Code {
@@ -50,7 +55,9 @@ impl Code {
             | Code::InvalidPath
             | Code::UnreadableBody
             | Code::ModelNotFound
-            | Code::ModelRequired => StatusCode::BAD_REQUEST,
+            | Code::ModelRequired
+            | Code::InvalidIdempotencyKey
+            | Code::IdempotencyKeyOnStream => StatusCode::BAD_REQUEST,
             Code::InvalidApiKey => StatusCode::UNAUTHORIZED,
             Code::HostNotAllowed | Code::CrossSiteRequest => StatusCode::FORBIDDEN,
             Code::NotFound | Code::NoLedger | Code::MachineNotFound | Code::UnknownAction => {
@@ -59,8 +66,11 @@ impl Code {
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Code::RegistryRejected => StatusCode::UNPROCESSABLE_ENTITY,
-            Code::LedgerUnreadable | Code::ReloadFailed => StatusCode::INTERNAL_SERVER_ERROR,
+            Code::RegistryRejected | Code::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::LedgerUnreadable | Code::ReloadFailed | Code::IdempotentRequestLost => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            Code::AnswerTooLarge => StatusCode::BAD_GATEWAY,
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use rusqlite::Connection;
 
-use super::{counters, ledger, meta, verdict, Counts};
+use super::{answers, counters, ledger, meta, verdict, Counts, KeptAnswer};
 use crate::breaker::Transitioned;
 
 /// What the writer thread is asked to do.
@@ -38,6 +38,12 @@ pub enum Msg {
     Prune {
         before_ms: i64,
     },
+    /// Keep a machine's answer for its `Idempotency-Key` (SPEC §10).
+    Answer(Box<KeptAnswer>),
+    /// Delete idempotent answers kept before this (unix ms).
+    PruneAnswers {
+        before_ms: i64,
+    },
     /// Answer on this channel once everything sent before is on disk.
     Flush(mpsc::Sender<()>),
     Stop,
@@ -56,6 +62,8 @@ pub(super) fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &P
                 | Msg::Registry { .. }
                 | Msg::Meta { .. }
                 | Msg::Prune { .. }
+                | Msg::Answer(_)
+                | Msg::PruneAnswers { .. }
                 | Msg::Counters { .. } => batch.push(msg),
                 Msg::Flush(ack) => acks.push(ack),
                 Msg::Stop => stop = true,
@@ -98,6 +106,8 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<()> {
                 machines,
             } => counters::write(&tx, *at_ms, *boot_ms, machines)?,
             Msg::Prune { before_ms } => ledger::prune(&tx, *before_ms)?,
+            Msg::Answer(a) => answers::write(&tx, a)?,
+            Msg::PruneAnswers { before_ms } => answers::prune(&tx, *before_ms)?,
             Msg::Flush(_) | Msg::Stop => {}
         }
     }
