@@ -3,7 +3,9 @@
 //!
 //! - [`inference`]: the OpenAI endpoints.
 //! - [`admin`]: the ledger, manual breaker control, reloads.
-//! - [`guard`]: Host, Origin and key checks in front of everything (SPEC §7).
+//! - [`guard`]: Host, Origin and key checks in front of everything (SPEC §7); it tags each
+//!   request with its [`Owner`].
+//! - [`idempotency`]: `Idempotency-Key` on completions and embeddings (SPEC §10).
 //! - [`error`]: [`AppError`], rendered in OpenAI's error envelope.
 
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use crate::service::Service;
 mod admin;
 pub mod error;
 mod guard;
+pub mod idempotency;
 mod inference;
 mod owner;
 mod tasks;

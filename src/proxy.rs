@@ -24,6 +24,12 @@ pub static ROUTE: HeaderName = HeaderName::from_static("x-labrouter-route");
 pub static TARGET: HeaderName = HeaderName::from_static("x-labrouter-target");
 pub static SKIPPED: HeaderName = HeaderName::from_static("x-labrouter-skipped");
 
+/// A response extension on a machine's whole answer (served, or its client error passed
+/// through); never on the router's own errors nor on a relayed stream. What an
+/// `Idempotency-Key` may keep (SPEC §10).
+#[derive(Clone, Copy, Debug)]
+pub struct MachineAnswer;
+
 /// The `outcome` label of a served attempt in `labrouter_upstream_attempts_total`.
 const SUCCESS: &str = "success";
 
@@ -98,6 +104,7 @@ pub async fn forward(
                     count_served(&fleet, &label, model, &attempts, started);
                     let mut resp = Response::new(Body::from(body));
                     *resp.status_mut() = status;
+                    resp.extensions_mut().insert(MachineAnswer);
                     if let Some(ct) = content_type {
                         resp.headers_mut()
                             .insert(axum::http::header::CONTENT_TYPE, ct);
@@ -141,6 +148,7 @@ pub async fn forward(
                         .record(started.elapsed().as_secs_f64());
                     let mut resp = Response::new(Body::from(body));
                     *resp.status_mut() = status;
+                    resp.extensions_mut().insert(MachineAnswer);
                     if let Some(ct) = content_type {
                         resp.headers_mut()
                             .insert(axum::http::header::CONTENT_TYPE, ct);

@@ -12,6 +12,7 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 
 use crate::fleet::{Fleet, FleetError};
+use crate::http::idempotency::Idempotency;
 use crate::machines::Bus;
 use crate::outcome::MachineId;
 use crate::registry::{Registry, RegistryError};
@@ -64,6 +65,8 @@ pub struct Service {
     boot_ms: i64,
     /// The task queue (SPEC §10), when there is a store to keep tasks in.
     tasks: Option<Arc<Scheduler>>,
+    /// `Idempotency-Key` flights and answers (SPEC §10): kept in the store, or in memory.
+    idempotency: Idempotency,
     /// Last, so it outlives the breakers that write to it.
     store: Option<Arc<Store>>,
 }
@@ -120,6 +123,7 @@ impl Service {
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(SystemTime::now()),
             tasks: Some(Arc::new(tasks)),
+            idempotency: Idempotency::new(Some(&store)),
             store: Some(store),
         })
     }
@@ -136,6 +140,7 @@ impl Service {
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(SystemTime::now()),
             tasks: None,
+            idempotency: Idempotency::new(None),
             store: None,
         })
     }
@@ -161,6 +166,11 @@ impl Service {
     /// The task queue; `None` without a store (tasks must survive restarts).
     pub fn tasks(&self) -> Option<&Arc<Scheduler>> {
         self.tasks.as_ref()
+    }
+
+    /// Flights and kept answers of `Idempotency-Key` requests.
+    pub fn idempotency(&self) -> &Idempotency {
+        &self.idempotency
     }
 
     /// When this service started (unix ms): the name of its counters' lifetime in counter

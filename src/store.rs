@@ -13,6 +13,7 @@
 //! - `ledger`: the transition ledger, its [`LedgerRow`] and its reads.
 //! - `meta`: small named values ([`meta()`]); `counters`: counter samples.
 //! - [`tasks`]: tasks (SPEC §10), written in the batch that acknowledges them.
+//! - `answers`: answers kept for `Idempotency-Key` ([`KeptAnswer`], [`answer()`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -21,6 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
 
+mod answers;
 mod counters;
 mod ledger;
 mod meta;
@@ -29,6 +31,7 @@ pub mod tasks;
 mod verdict;
 mod writer;
 
+pub use answers::{answer, KeptAnswer, ANSWERS_KEEP};
 pub use counters::{counter_samples, CounterSample, Counts};
 pub use ledger::{events, last_rows_before, trips_since, LedgerRow, REGISTRY_ROW};
 pub use meta::meta;
@@ -182,10 +185,16 @@ impl Store {
 
     /// Asks the writer to delete ledger rows older than `keep` (SPEC §7: the database does
     /// not grow without bound).
+    /// Asks the writer to delete ledger rows older than `keep`, and idempotent answers older
+    /// than [`ANSWERS_KEEP`] (SPEC §7: the database does not grow without bound).
     pub fn prune(&self, keep: Duration) {
-        let before = SystemTime::now().checked_sub(keep).unwrap_or(UNIX_EPOCH);
+        let now = SystemTime::now();
+        let before = |keep| ms(now.checked_sub(keep).unwrap_or(UNIX_EPOCH));
         let _ = self.tx.send(Msg::Prune {
-            before_ms: ms(before),
+            before_ms: before(keep),
+        });
+        let _ = self.tx.send(Msg::PruneAnswers {
+            before_ms: before(ANSWERS_KEEP),
         });
     }
 

@@ -18,6 +18,8 @@ mod deadline;
 mod fallback;
 #[path = "e2e/hardening.rs"]
 mod hardening;
+#[path = "e2e/idempotency.rs"]
+mod idempotency;
 #[path = "e2e/input.rs"]
 mod input;
 #[path = "e2e/probe.rs"]

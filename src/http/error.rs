@@ -22,6 +22,8 @@ pub enum Code {
     ModelNotFound,
     ModelRequired,
     InvalidTask,
+    InvalidIdempotencyKey,
+    IdempotencyKeyOnStream,
     // 401, 403
     InvalidApiKey,
     HostNotAllowed,
@@ -40,14 +42,16 @@ pub enum Code {
     // 429
     QueueFull,
     // 408, 413, 422
-    IdempotencyKeyReused,
     RequestTimeout,
     RequestTooLarge,
     RegistryRejected,
-    // 500
+    IdempotencyKeyReused,
+    // 500, 502
     LedgerUnreadable,
     ReloadFailed,
     TaskStoreFailed,
+    IdempotentRequestLost,
+    AnswerTooLarge,
 }
 
 impl Code {
@@ -60,7 +64,9 @@ impl Code {
             | Code::UnreadableBody
             | Code::ModelNotFound
             | Code::ModelRequired
-            | Code::InvalidTask => StatusCode::BAD_REQUEST,
+            | Code::InvalidTask
+            | Code::InvalidIdempotencyKey
+            | Code::IdempotencyKeyOnStream => StatusCode::BAD_REQUEST,
             Code::InvalidApiKey => StatusCode::UNAUTHORIZED,
             Code::HostNotAllowed | Code::CrossSiteRequest => StatusCode::FORBIDDEN,
             Code::NotFound
@@ -70,15 +76,16 @@ impl Code {
             | Code::TaskNotFound
             | Code::NoTaskStore => StatusCode::NOT_FOUND,
             Code::TaskFinished => StatusCode::CONFLICT,
-            Code::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Code::QueueFull => StatusCode::TOO_MANY_REQUESTS,
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Code::RegistryRejected => StatusCode::UNPROCESSABLE_ENTITY,
-            Code::LedgerUnreadable | Code::ReloadFailed | Code::TaskStoreFailed => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Code::RegistryRejected | Code::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::LedgerUnreadable
+            | Code::ReloadFailed
+            | Code::TaskStoreFailed
+            | Code::IdempotentRequestLost => StatusCode::INTERNAL_SERVER_ERROR,
+            Code::AnswerTooLarge => StatusCode::BAD_GATEWAY,
         }
     }
 

@@ -5,6 +5,9 @@
 //! Clients that are not browsers (curl, SDKs, agents) send neither `Origin` nor
 //! `Sec-Fetch-Site` and are never refused as cross-site; a request with a valid key never
 //! is either, since a page cannot attach one unasked.
+//!
+//! Every request it lets through carries its [`Owner`]: the hash of the key it was accepted
+//! with, or "" without one.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::{AppError, Code};
+use super::owner::Owner;
 use crate::fleet::Fleet;
 use crate::registry::Server;
 use crate::service::Service;
@@ -29,10 +33,10 @@ const ALLOWED_HEADERS: &str =
 
 /// Headers a page may read from our answers.
 const EXPOSED_HEADERS: &str =
-    "x-labrouter-route, x-labrouter-target, x-labrouter-skipped, retry-after";
+    "x-labrouter-route, x-labrouter-target, x-labrouter-skipped, retry-after, idempotent-replayed";
 
 /// The middleware: every request passes here before any handler.
-pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
+pub async fn guard(State(svc): State<Arc<Service>>, mut req: Request, next: Next) -> Response {
     let fleet = svc.fleet();
     let path = req.uri().path();
     // The router's own liveness answers everyone: it says nothing and changes nothing.
@@ -41,7 +45,9 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
     }
     let headers = req.headers();
     let keyed = !fleet.api_keys.is_empty();
-    let has_key = valid_key(headers, &fleet);
+    let key = valid_key(headers, &fleet);
+    let has_key = key.is_some();
+    let owner = key.map_or_else(Owner::keyless, Owner::of_key);
     let server = &fleet.registry.server;
     // Served without a key from a trusted network: a LAN browser on a page whose name was
     // rebound to this router must not ride on that exemption, so the Host is checked too;
@@ -100,6 +106,7 @@ pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
         (Some(o), Some(true)) => HeaderValue::from_str(o).ok(),
         _ => None,
     };
+    req.extensions_mut().insert(owner);
     let mut resp = next.run(req).await;
     if let Some(o) = cors_origin {
         let h = resp.headers_mut();
@@ -130,21 +137,18 @@ fn peer(req: &Request) -> Option<IpAddr> {
         .map(|c| c.0.ip())
 }
 
-fn valid_key(headers: &HeaderMap, fleet: &Fleet) -> bool {
-    if fleet.api_keys.is_empty() {
-        return false;
-    }
+/// The configured key the request's bearer token matches, if any.
+fn valid_key<'f>(headers: &HeaderMap, fleet: &'f Fleet) -> Option<&'f str> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    token.is_some_and(|t| {
-        fleet
-            .api_keys
-            .iter()
-            .any(|k| constant_time_eq(k.as_bytes(), t.as_bytes()))
-    })
+        .map(str::trim)?;
+    fleet
+        .api_keys
+        .iter()
+        .find(|k| constant_time_eq(k.as_bytes(), token.as_bytes()))
+        .map(String::as_str)
 }
 
 /// Compares without stopping at the first differing byte.

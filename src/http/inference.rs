@@ -1,4 +1,5 @@
-//! The OpenAI endpoints: read a request once, check it, route it, hand it to the walk.
+//! The OpenAI endpoints: read a request once, check it, route it, hand it to the walk (or,
+//! with an `Idempotency-Key`, to its single flight).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,29 +12,30 @@ use axum::Json;
 use serde::Serialize;
 
 use super::error::{AppError, Code};
+use super::idempotency::{self, Keyed};
+use super::owner::Owner;
 use crate::body::Unread;
-use crate::fleet::Fleet;
 use crate::registry::{parse_duration_max, Server};
 use crate::request::Parsed;
 use crate::service::Service;
 use crate::upstream::Endpoint;
 
 pub async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
-    completion(svc.fleet(), Endpoint::Chat, req).await
+    completion(&svc, Endpoint::Chat, req).await
 }
 
 pub async fn completions(
     State(svc): State<Arc<Service>>,
     req: Request,
 ) -> Result<Response, AppError> {
-    completion(svc.fleet(), Endpoint::Completions, req).await
+    completion(&svc, Endpoint::Completions, req).await
 }
 
 pub async fn embeddings(
     State(svc): State<Arc<Service>>,
     req: Request,
 ) -> Result<Response, AppError> {
-    completion(svc.fleet(), Endpoint::Embeddings, req).await
+    completion(&svc, Endpoint::Embeddings, req).await
 }
 
 /// The longest `x-labrouter-wait` a request may ask for; the request's deadline bounds it
@@ -72,14 +74,16 @@ pub(super) async fn read_body(
         })
 }
 
-async fn completion(
-    fleet: Arc<Fleet>,
-    endpoint: Endpoint,
-    req: Request,
-) -> Result<Response, AppError> {
+async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<Response, AppError> {
+    let fleet = svc.fleet();
     let (parts, body) = req.into_parts();
+    let key = idempotency::key_of(&parts.headers)?;
     let bytes = read_body(&fleet.registry.server, &parts.headers, body).await?;
     let parsed = Parsed::new(endpoint, bytes).map_err(|e| AppError::new(Code::InvalidJson, e.0))?;
+    // Embeddings never stream, whatever their body says.
+    if key.is_some() && parsed.stream && endpoint != Endpoint::Embeddings {
+        return Err(idempotency::streamed());
+    }
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let wait = header("x-labrouter-wait")
         .map(|v| parse_duration_max(v, WAIT_MAX))
@@ -114,7 +118,16 @@ async fn completion(
             parsed.has_image,
         )
         .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
-    Ok(crate::proxy::forward(fleet, endpoint, parsed, decision, wait).await)
+    let keyed = key.map(|key| {
+        let owner = parts.extensions.get::<Owner>().cloned().unwrap_or_default();
+        Keyed::new(&owner, &key, endpoint.path(), &parsed.body)
+    });
+    let limit = fleet.registry.server.max_upstream_body;
+    let work = crate::proxy::forward(fleet, endpoint, parsed, decision, wait);
+    match keyed {
+        None => Ok(work.await),
+        Some(keyed) => svc.idempotency().answer(keyed, limit, work).await,
+    }
 }
 
 /// `GET /v1/models`: logical models and routes, in OpenAI's list shape.

@@ -10,9 +10,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
 
 use super::error::{AppError, Code};
+use super::Owner;
 use crate::outcome::TaskStatus;
 use crate::service::Service;
 use crate::store::tasks::Idem;
@@ -38,7 +38,7 @@ fn scheduler(svc: &Service) -> Result<&Arc<Scheduler>, AppError> {
 /// Who a request acts for: tasks belong to the API key that submitted them.
 fn owner(req: &axum::http::request::Parts) -> String {
     req.extensions
-        .get::<super::Owner>()
+        .get::<Owner>()
         .map(|o| o.0.clone())
         .unwrap_or_default()
 }
@@ -95,10 +95,15 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
         Invalid::TooLarge(m) => AppError::new(Code::RequestTooLarge, m),
     })?;
     let owner = owner(&parts);
-    let idem = match parts.headers.get("idempotency-key") {
-        None => None,
-        Some(v) => Some(idem(&owner, v, &bytes)?),
-    };
+    // The same key rules as on completions; stored as hashes, never the key or the body.
+    let idem = super::idempotency::key_of(&parts.headers)?.map(|key| {
+        let keyed =
+            super::idempotency::Keyed::new(&Owner(owner.clone()), &key, "/v1/tasks", &bytes);
+        Idem {
+            key: keyed.key_hash().to_string(),
+            fingerprint: keyed.fingerprint().to_string(),
+        }
+    });
     let submitted = s
         .submit(&owner, new, idem, fleet.registry.tasks.max_queued)
         .await
@@ -114,29 +119,6 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
             .insert(REPLAYED.clone(), HeaderValue::from_static("true"));
     }
     Ok(resp)
-}
-
-/// An Idempotency-Key as the store keeps it: hashes, never the key or the body.
-fn idem(owner: &str, key: &HeaderValue, body: &[u8]) -> Result<Idem, AppError> {
-    let key = key
-        .to_str()
-        .ok()
-        .filter(|k| !k.is_empty() && k.len() <= 255)
-        .ok_or_else(|| {
-            AppError::new(
-                Code::InvalidHeader,
-                "Idempotency-Key: expected 1 to 255 visible ASCII characters",
-            )
-        })?;
-    let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
-    let mut h = Sha256::new();
-    h.update(owner.as_bytes());
-    h.update([0]);
-    h.update(key.as_bytes());
-    Ok(Idem {
-        key: hex(&h.finalize()),
-        fingerprint: hex(&Sha256::digest(body)),
-    })
 }
 
 #[derive(Deserialize)]

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use rusqlite::Connection;
 
 use super::tasks::{Inserted, TaskInsert, TaskWrite};
-use super::{counters, ledger, meta, tasks, verdict, Counts};
+use super::{answers, counters, ledger, meta, tasks, verdict, Counts, KeptAnswer};
 use crate::breaker::Transitioned;
 
 /// What the writer thread is asked to do.
@@ -47,6 +47,12 @@ pub enum Msg {
     TaskPrune {
         before_ms: i64,
     },
+    /// Keep a machine's answer for its `Idempotency-Key` (SPEC §10).
+    Answer(Box<KeptAnswer>),
+    /// Delete idempotent answers kept before this (unix ms).
+    PruneAnswers {
+        before_ms: i64,
+    },
     /// Answer on this channel once everything sent before is on disk.
     Flush(mpsc::Sender<()>),
     Stop,
@@ -68,7 +74,9 @@ pub(super) fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &P
                 | Msg::Counters { .. }
                 | Msg::TaskInsert(_)
                 | Msg::TaskWrite(_)
-                | Msg::TaskPrune { .. } => batch.push(msg),
+                | Msg::TaskPrune { .. }
+                | Msg::Answer(_)
+                | Msg::PruneAnswers { .. } => batch.push(msg),
                 Msg::Flush(ack) => acks.push(ack),
                 Msg::Stop => stop = true,
             }
@@ -158,6 +166,8 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<Vec<Ins
                     tracing::info!(tasks = gone, "finished tasks older than tasks.keep pruned");
                 }
             }
+            Msg::Answer(a) => answers::write(&tx, a)?,
+            Msg::PruneAnswers { before_ms } => answers::prune(&tx, *before_ms)?,
             Msg::Flush(_) | Msg::Stop => {}
         }
     }

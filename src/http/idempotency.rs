@@ -1,0 +1,303 @@
+//! `Idempotency-Key` on non-streamed `POST /v1/chat/completions`, `/v1/completions` and
+//! `/v1/embeddings` (SPEC §10): one generation per key, whoever asks and however often.
+//!
+//! - **Single flight.** The first request with a key starts a *flight*: its work runs in a
+//!   task of its own, so it reaches its end even if its client goes away. A duplicate sent
+//!   meanwhile waits on the flight's `watch` channel for that same answer.
+//! - **Kept.** A machine's whole answer (the walk marks it [`MachineAnswer`]: a 2xx, or a
+//!   4xx passed through) of at most [`ANSWER_MAX`] is kept for [`ANSWERS_KEEP`] and replayed
+//!   with `idempotent-replayed: true`. The router's own failures (503 `circuit_open`, 502,
+//!   504, ...) go to the requests of that flight and are then forgotten, so a retry can
+//!   still succeed.
+//! - **Where.** In the store when the service has one; otherwise in memory, bounded
+//!   ([`MEMORY_ENTRIES`], [`MEMORY_BYTES`], oldest out first). A flight ends only once its
+//!   answer can be read where it is kept, so no request falls between the two.
+//! - **Scoped and hashed.** A key belongs to the [`Owner`] that sent it; only
+//!   SHA-256(owner, NUL, key) is kept, and the request's SHA-256 (its path, NUL, its body
+//!   bytes) as its fingerprint: the same key with another request is 422.
+//!
+//! This file holds the flights; `key` the header, slot and fingerprint; `done` a finished
+//! answer; `recent` the answers kept in memory.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use axum::http::HeaderName;
+use axum::response::Response;
+use tokio::sync::watch;
+
+use super::error::{AppError, Code};
+use crate::clock::Instant;
+use crate::store::{KeptAnswer, Msg, Store, ANSWERS_KEEP};
+
+mod done;
+mod key;
+mod recent;
+
+use done::Done;
+pub use key::{key_of, streamed, Keyed, HEADER, KEY_MAX};
+use key::{reused, Slot};
+use recent::Recent;
+
+#[cfg(doc)]
+use {super::Owner, crate::proxy::MachineAnswer};
+
+/// On every answer that was not generated for the request it answers.
+pub static REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+/// The largest answer kept: a larger one is served, not replayed.
+pub const ANSWER_MAX: usize = 1 << 20;
+/// Without a store: at most this many answers in memory...
+pub const MEMORY_ENTRIES: usize = 10_000;
+/// ... and at most this many bytes of their bodies.
+pub const MEMORY_BYTES: usize = 64 << 20;
+/// How long a flight waits for the store to confirm its answer is on disk.
+const WRITE_LIMIT: Duration = Duration::from_secs(5);
+
+/// One key's request in flight.
+#[derive(Debug)]
+struct Flight {
+    /// Tells this flight from a later one under the same slot.
+    id: u64,
+    /// The request it generates for; `None` while it is still looking for a kept answer.
+    fingerprint: Option<String>,
+    done: watch::Receiver<Option<Arc<Done>>>,
+}
+
+/// Flights and, without a store, the answers kept in memory. Behind a std mutex: it is held
+/// for map operations only, never across an await.
+#[derive(Debug, Default)]
+struct State {
+    flights: HashMap<Slot, Flight>,
+    recent: Recent,
+    next_id: u64,
+}
+
+/// Wall-clock milliseconds read off tokio's clock from the moment the service started, so
+/// the 24 h of a paused-clock test pass as they would in a day.
+#[derive(Clone, Copy, Debug)]
+struct Wall {
+    at_ms: i64,
+    since: Instant,
+}
+
+impl Wall {
+    fn now_ms(&self) -> i64 {
+        let elapsed = i64::try_from(self.since.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.at_ms.saturating_add(elapsed)
+    }
+
+    /// The oldest `created_ms` still replayed.
+    fn since_ms(&self) -> i64 {
+        let keep = i64::try_from(ANSWERS_KEEP.as_millis()).unwrap_or(i64::MAX);
+        self.now_ms().saturating_sub(keep)
+    }
+}
+
+/// The store's side: its file, for reads, and its writer.
+#[derive(Clone, Debug)]
+struct Kept {
+    path: PathBuf,
+    writer: mpsc::Sender<Msg>,
+}
+
+/// The service's idempotency: flights, and where answers are kept.
+#[derive(Debug)]
+pub struct Idempotency {
+    state: Arc<Mutex<State>>,
+    store: Option<Kept>,
+    wall: Wall,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Idempotency {
+    /// Answers kept in `store`, or in memory without one.
+    pub fn new(store: Option<&Store>) -> Idempotency {
+        Idempotency {
+            state: Arc::default(),
+            store: store.map(|s| Kept {
+                path: s.path().to_path_buf(),
+                writer: s.sender(),
+            }),
+            wall: Wall {
+                at_ms: crate::store::ms(SystemTime::now()),
+                since: Instant::now(),
+            },
+        }
+    }
+
+    /// Answers a keyed request: with the answer kept for its key, with the answer of the
+    /// same request in flight, or with `work`'s, which runs to its end whatever becomes of
+    /// this request. `limit` bounds the answer read whole (`server.max_upstream_body`).
+    pub async fn answer<W>(&self, keyed: Keyed, limit: usize, work: W) -> Result<Response, AppError>
+    where
+        W: Future<Output = Response> + Send + 'static,
+    {
+        let (mut done, leads) = {
+            let mut st = lock(&self.state);
+            if let Some(f) = st.flights.get(&keyed.slot) {
+                if f.fingerprint
+                    .as_ref()
+                    .is_some_and(|fp| *fp != keyed.fingerprint)
+                {
+                    return Err(reused());
+                }
+                (f.done.clone(), false)
+            } else if let Some(a) = self
+                .store
+                .is_none()
+                .then(|| st.recent.get(&keyed.slot, self.wall.since_ms()))
+                .flatten()
+            {
+                return replay(&Done::from_kept(a.clone()), &keyed);
+            } else {
+                let (tx, rx) = watch::channel(None);
+                let id = st.next_id;
+                st.next_id += 1;
+                // In memory, the kept answers were just looked at: this flight generates.
+                let fingerprint = self.store.is_none().then(|| keyed.fingerprint.clone());
+                let flight = Flight {
+                    id,
+                    fingerprint,
+                    done: rx.clone(),
+                };
+                st.flights.insert(keyed.slot.clone(), flight);
+                let landing = Landing {
+                    state: Arc::clone(&self.state),
+                    slot: keyed.slot.clone(),
+                    id,
+                };
+                let (store, wall) = (self.store.clone(), self.wall);
+                let fingerprint = keyed.fingerprint.clone();
+                tokio::spawn(fly(landing, store, wall, fingerprint, limit, work, tx));
+                (rx, true)
+            }
+        };
+        // A value once sent is returned even after the sender is gone.
+        let finished = done
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|d| d.clone());
+        let Some(finished) = finished else {
+            return Err(AppError::new(
+                Code::IdempotentRequestLost,
+                "the request in flight for this Idempotency-Key ended without an answer; send it again",
+            ));
+        };
+        if leads && !finished.kept {
+            Ok(finished.response(false))
+        } else {
+            replay(&finished, &keyed)
+        }
+    }
+}
+
+/// A finished answer to a request that did not generate it.
+fn replay(done: &Done, keyed: &Keyed) -> Result<Response, AppError> {
+    if done.fingerprint != keyed.fingerprint {
+        return Err(reused());
+    }
+    Ok(done.response(true))
+}
+
+/// Ends a flight when its task ends, however it ends (a panic included).
+struct Landing {
+    state: Arc<Mutex<State>>,
+    slot: Slot,
+    id: u64,
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        let mut st = lock(&self.state);
+        if st.flights.get(&self.slot).is_some_and(|f| f.id == self.id) {
+            st.flights.remove(&self.slot);
+        }
+    }
+}
+
+/// A flight's task: find the kept answer or generate one, tell everyone waiting, keep it.
+async fn fly<W>(
+    landing: Landing,
+    store: Option<Kept>,
+    wall: Wall,
+    fingerprint: String,
+    limit: usize,
+    work: W,
+    tx: watch::Sender<Option<Arc<Done>>>,
+) where
+    W: Future<Output = Response> + Send + 'static,
+{
+    if let Some(store) = &store {
+        if let Some(kept) = read(store, &landing.slot, wall.since_ms()).await {
+            tx.send_replace(Some(Arc::new(Done::from_kept(kept))));
+            return;
+        }
+        let mut st = lock(&landing.state);
+        if let Some(f) = st.flights.get_mut(&landing.slot) {
+            if f.id == landing.id {
+                f.fingerprint = Some(fingerprint.clone());
+            }
+        }
+    }
+    let done = Arc::new(Done::collect(work.await, fingerprint, limit).await);
+    tx.send_replace(Some(Arc::clone(&done)));
+    if !done.keep {
+        return;
+    }
+    let kept = done.to_kept(&landing.slot, wall.now_ms());
+    match &store {
+        Some(store) => write(store, kept).await,
+        None => {
+            // Kept and landed in one step: no request sees neither.
+            let mut st = lock(&landing.state);
+            st.recent
+                .insert(landing.slot.clone(), kept, wall.since_ms());
+            st.flights.remove(&landing.slot);
+        }
+    }
+}
+
+/// The answer kept in the store for `slot`, if any (an unreadable store is logged and
+/// treated as empty: the request is served rather than refused).
+async fn read(store: &Kept, slot: &Slot, since_ms: i64) -> Option<KeptAnswer> {
+    let (path, slot) = (store.path.clone(), slot.clone());
+    let read = tokio::task::spawn_blocking(move || {
+        crate::store::answer(&path, &slot.owner, &slot.key, since_ms)
+    })
+    .await;
+    match read {
+        Ok(Ok(found)) => found,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "idempotent answers unreadable: serving the request again");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "idempotent answer lookup failed: serving the request again");
+            None
+        }
+    }
+}
+
+/// Hands `kept` to the writer and waits until it is on disk (at most [`WRITE_LIMIT`]).
+async fn write(store: &Kept, kept: KeptAnswer) {
+    let (ack, written) = mpsc::channel();
+    let sent = store.writer.send(Msg::Answer(Box::new(kept))).is_ok()
+        && store.writer.send(Msg::Flush(ack)).is_ok();
+    if !sent {
+        return;
+    }
+    let waited = tokio::task::spawn_blocking(move || written.recv_timeout(WRITE_LIMIT)).await;
+    if !matches!(waited, Ok(Ok(()))) {
+        tracing::warn!(
+            limit_s = WRITE_LIMIT.as_secs(),
+            "an idempotent answer was not confirmed on disk in time"
+        );
+    }
+}
