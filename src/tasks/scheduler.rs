@@ -88,6 +88,9 @@ impl Slots {
     }
 }
 
+/// A finished task and the commit of its last state: its waiters are told after it.
+type Told = (TaskId, Option<oneshot::Receiver<()>>);
+
 /// Waits for the store's writer to answer. The wait runs on the blocking pool: the writer
 /// is a thread tokio does not see, and a blocking task keeps a paused test clock from
 /// jumping ahead while a commit is on its way to the disk.
@@ -165,6 +168,9 @@ struct Queue {
     open: HashSet<Vec<ModelId>>,
     next_order: u64,
     running: u32,
+    /// Tasks finished whose last state is on its way to the disk: reads find them here
+    /// until it is committed, then in the store.
+    ending: HashMap<TaskId, Task>,
 }
 
 /// The task queue and its scheduler.
@@ -315,11 +321,7 @@ impl Scheduler {
                     continue;
                 }
             }
-            let id = p.clone();
-            let owner = owner.to_string();
-            let found = self
-                .read(move |c| crate::store::tasks::task(c, &id, Some(&owner)))
-                .await?;
+            let found = self.get(p, Some(owner)).await?;
             match found {
                 None => {
                     return Err(SubmitError::UnknownAfter {
@@ -465,9 +467,7 @@ impl Scheduler {
                                 ),
                             }
                         };
-                        for a in acks {
-                            let _ = committed(a).await;
-                        }
+                        self.told(acks).await;
                     }
                 }
                 self.wake.notify_one();
@@ -490,10 +490,16 @@ impl Scheduler {
     /// A task of `owner` (any owner when `None`): live state for an unfinished one, the
     /// store's record for a finished one.
     pub async fn get(&self, id: &TaskId, owner: Option<&str>) -> Result<Option<Task>, SubmitError> {
-        if let Some(e) = lock(&self.queue).entries.get(id) {
-            return Ok(owner
-                .is_none_or(|o| o == e.task.owner)
-                .then(|| e.task.clone()));
+        {
+            let q = lock(&self.queue);
+            if let Some(t) = q
+                .entries
+                .get(id)
+                .map(|e| &e.task)
+                .or_else(|| q.ending.get(id))
+            {
+                return Ok(owner.is_none_or(|o| o == t.owner).then(|| t.clone()));
+            }
         }
         let (id, owner) = (id.clone(), owner.map(str::to_string));
         self.read(move |c| crate::store::tasks::task(c, &id, owner.as_deref()))
@@ -590,9 +596,7 @@ impl Scheduler {
         };
         match done {
             Some(acks) => {
-                for a in acks {
-                    let _ = committed(a).await;
-                }
+                self.told(acks).await;
                 self.wake.notify_one();
                 self.get(id, owner).await
             }
@@ -626,13 +630,7 @@ impl Scheduler {
 
     /// Ends an unfinished task (cancel, expire, fail, succeed) and cascades to its
     /// follow-ups; returns the commits to wait for before anyone is told.
-    fn end(
-        &self,
-        q: &mut Queue,
-        id: &TaskId,
-        status: TaskStatus,
-        err: TaskError,
-    ) -> Vec<oneshot::Receiver<()>> {
+    fn end(&self, q: &mut Queue, id: &TaskId, status: TaskStatus, err: TaskError) -> Vec<Told> {
         let mut acks = Vec::new();
         let mut todo = vec![(id.clone(), status, Some(err))];
         while let Some((id, status, err)) = todo.pop() {
@@ -650,10 +648,8 @@ impl Scheduler {
                 }
             }
             finish_task(&mut e.task, status, err, SystemTime::now());
-            if let Some(rx) = self.write(e.task.clone(), true) {
-                acks.push(rx);
-            }
-            let _ = self.finished.send(id.clone());
+            acks.push((id.clone(), self.write(e.task.clone(), true)));
+            q.ending.insert(id.clone(), e.task.clone());
             for child in q.children.remove(&id).unwrap_or_default() {
                 todo.push((
                     child,
@@ -666,6 +662,18 @@ impl Scheduler {
             }
         }
         acks
+    }
+
+    /// Waits for finished tasks' commits, then tells their waiters: a waiter that reads a
+    /// finished task back finds it finished in the store.
+    async fn told(&self, acks: Vec<Told>) {
+        for (id, ack) in acks {
+            if let Some(ack) = ack {
+                let _ = committed(ack).await;
+            }
+            lock(&self.queue).ending.remove(&id);
+            let _ = self.finished.send(id);
+        }
     }
 
     /// Runs the queue until the process ends (or the task is aborted). It wakes when a
@@ -783,9 +791,7 @@ impl Scheduler {
                 to_start.push((k.2.clone(), group));
             }
         }
-        for a in acks {
-            let _ = committed(a).await;
-        }
+        self.told(acks).await;
         for id in to_route {
             self.route(fleet, &id).await;
         }
@@ -811,9 +817,7 @@ impl Scheduler {
                     let mut q = lock(&self.queue);
                     self.end(&mut q, id, TaskStatus::Cancelled, error(code, &why))
                 };
-                for a in acks {
-                    let _ = committed(a).await;
-                }
+                self.told(acks).await;
                 return;
             }
         };
@@ -833,29 +837,25 @@ impl Scheduler {
                     .map_err(|e| e.to_string())
                     .map(|routed| accepted(fleet, routed.chain(reg), task.accept))
             });
-        let mut q = lock(&self.queue);
-        match chain {
-            Ok(group) => {
-                if let Some(e) = q.entries.get_mut(id) {
-                    e.group = Some((group, fleet.registry.version.clone()));
+        let acks = {
+            let mut q = lock(&self.queue);
+            match chain {
+                Ok(group) => {
+                    if let Some(e) = q.entries.get_mut(id) {
+                        e.group = Some((group, fleet.registry.version.clone()));
+                    }
+                    Vec::new()
                 }
-                self.wake.notify_one();
-            }
-            Err(why) => {
-                let acks = self.end(
+                Err(why) => self.end(
                     &mut q,
                     id,
                     TaskStatus::Failed,
                     error(TaskCode::InvalidRequest, &why),
-                );
-                drop(q);
-                tokio::spawn(async move {
-                    for a in acks {
-                        let _ = committed(a).await;
-                    }
-                });
+                ),
             }
-        }
+        };
+        self.told(acks).await;
+        self.wake.notify_one();
     }
 
     /// A task and its request ready to send: `{{after.N}}` filled from its parents'
@@ -1029,9 +1029,8 @@ impl Scheduler {
                             .to_string(),
                     );
                     finish_task(&mut e.task, TaskStatus::Succeeded, None, now);
-                    if let Some(rx) = self.write(e.task.clone(), true) {
-                        acks.push(rx);
-                    }
+                    acks.push((id.clone(), self.write(e.task.clone(), true)));
+                    q.ending.insert(id.clone(), e.task.clone());
                     for c in q.children.remove(id).unwrap_or_default() {
                         if let Some(ce) = q.entries.get_mut(&c) {
                             ce.pending = ce.pending.saturating_sub(1);
@@ -1042,7 +1041,6 @@ impl Scheduler {
                             }
                         }
                     }
-                    let _ = self.finished.send(id.clone());
                     done = true;
                 }
                 Walked::Refused {
@@ -1165,9 +1163,7 @@ impl Scheduler {
         if let Some(t) = write {
             self.write(t, false);
         }
-        for a in acks {
-            let _ = committed(a).await;
-        }
+        self.told(acks).await;
         self.wake.notify_one();
     }
 }
