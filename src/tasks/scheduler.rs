@@ -821,8 +821,13 @@ impl Scheduler {
                 return;
             }
         };
-        let chain = Parsed::new(task.endpoint, request)
-            .map_err(|e| e.0)
+        let max = fleet.registry.tasks.max_request_body;
+        let chain = (request.len() <= max)
+            .then_some(request)
+            .ok_or_else(|| {
+                format!("with its parents' text filled in, its request is larger than tasks.max_request_body ({max} bytes)")
+            })
+            .and_then(|request| Parsed::new(task.endpoint, request).map_err(|e| e.0))
             .and_then(|p| {
                 let reg = &fleet.registry;
                 fleet

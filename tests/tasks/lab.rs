@@ -35,10 +35,30 @@ impl Lab {
         Lab::on(gpu, cpu, local, dir, tasks).await
     }
 
+    /// [`Lab::start`] with `defaults` YAML added under `defaults:`.
+    pub async fn start_with(tasks: &str, defaults: &str) -> Lab {
+        let gpu = Sim::start("gpu-box").await.unwrap();
+        let cpu = Sim::start("ubuntu-box").await.unwrap();
+        let local = Sim::start("local").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        Lab::on_with(gpu, cpu, local, dir, tasks, defaults).await
+    }
+
     /// A router on these machines and this state directory (a restart reuses both).
     pub async fn on(gpu: Sim, cpu: Sim, local: Sim, dir: tempfile::TempDir, tasks: &str) -> Lab {
+        Lab::on_with(gpu, cpu, local, dir, tasks, "").await
+    }
+
+    async fn on_with(
+        gpu: Sim,
+        cpu: Sim,
+        local: Sim,
+        dir: tempfile::TempDir,
+        tasks: &str,
+        defaults: &str,
+    ) -> Lab {
         let server = format!("  state_dir: \"{}\"\n", dir.path().display());
-        let mut yaml = registry_yaml_with(&gpu, &cpu, &local, &server, "");
+        let mut yaml = registry_yaml_with(&gpu, &cpu, &local, &server, defaults);
         if !tasks.is_empty() {
             yaml.push_str("tasks:\n");
             yaml.push_str(tasks);

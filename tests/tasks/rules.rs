@@ -331,3 +331,105 @@ async fn acknowledged_tasks_survive_a_crash_and_finish_once() {
     assert_eq!(w.0 + w.1 + w.2, 20, "each task ran once after the restart");
     lab.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn higher_priority_runs_first_and_max_running_bounds_the_tasks_in_flight() {
+    let lab = Lab::start("  max_running: 1\n").await;
+    for s in [&lab.gpu, &lab.cpu, &lab.local] {
+        s.set(Fault::SlowFirstByte(Duration::from_secs(10)));
+    }
+    let first = lab.submit("fix bug a", json!({})).await;
+    let low = lab.submit("fix bug b", json!({"priority": -5})).await;
+    let high = lab.submit("fix bug c", json!({"priority": 50})).await;
+    let id = |t: &Value| t["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        lab.svc.tasks().unwrap().counts().running,
+        1,
+        "max_running: 1"
+    );
+    assert_eq!(lab.task(&id(&first)).await["status"], "running");
+    // The first finishes at 10 s; the high-priority task, submitted last, goes next.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(lab.task(&id(&first)).await["status"], "succeeded");
+    assert_eq!(lab.task(&id(&high)).await["status"], "running");
+    assert_eq!(lab.task(&id(&low)).await["status"], "queued");
+    assert_eq!(lab.svc.tasks().unwrap().counts().running, 1);
+    lab.settle(Duration::from_secs(1), Duration::from_secs(120))
+        .await;
+    assert_eq!(lab.work().0 + lab.work().1 + lab.work().2, 3);
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn tasks_leave_a_machine_one_slot_for_interactive_requests() {
+    // Two slots on every machine and two task slots: tasks still take only one.
+    let lab = Lab::start_with("", "  max_concurrency: 2\n  task_slots: 2\n").await;
+    lab.gpu.set(Fault::SlowFirstByte(Duration::from_secs(30)));
+    let vision = |text: &str| json!({"route": "vision", "request": {"model": "auto", "messages": [{"role": "user", "content": text}]}});
+    for i in 0..3 {
+        let r = lab.post("/v1/tasks", vision(&format!("look {i}"))).await;
+        assert_eq!(r.status(), 202);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        lab.svc.tasks().unwrap().counts().running,
+        1,
+        "one of gpu-box's two slots is left to interactive requests"
+    );
+    lab.gpu.set(Fault::Ok);
+    let resp = lab
+        .client
+        .post(format!("{}/v1/chat/completions", lab.base))
+        .header("x-labrouter-route", "vision")
+        .json(&json!({"model": "auto", "messages": [{"role": "user", "content": "now"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        200,
+        "the interactive request was not kept waiting"
+    );
+    assert_eq!(
+        resp.headers()["x-labrouter-target"].to_str().unwrap(),
+        "vision-gpu@gpu-box"
+    );
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_interrupted_twice_is_failed_rather_than_run_a_third_time() {
+    let lab = Lab::start("").await;
+    for s in [&lab.gpu, &lab.cpu, &lab.local] {
+        s.set(Fault::SlowFirstByte(Duration::from_secs(600)));
+    }
+    let t = lab.submit("fix this bug", json!({})).await;
+    let id = t["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(lab.task(&id).await["status"], "running");
+    let (gpu, cpu, local, dir) = lab.crash().await;
+    let lab = Lab::on(gpu, cpu, local, dir, "").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let again = lab.task(&id).await;
+    assert_eq!(again["status"], "running", "queued again once: {again}");
+    assert!(
+        again["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["outcome"] == "interrupted"),
+        "{again}"
+    );
+    let (gpu, cpu, local, dir) = lab.crash().await;
+    let lab = Lab::on(gpu, cpu, local, dir, "").await;
+    let done = lab.task(&id).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "interrupted");
+    assert_eq!(
+        lab.work(),
+        (2, 0, 0),
+        "it ran twice and was not sent a third time"
+    );
+    lab.stop().await;
+}
