@@ -37,11 +37,16 @@ impl Lab {
 
     /// [`Lab::start`] with `defaults` YAML added under `defaults:`.
     pub async fn start_with(tasks: &str, defaults: &str) -> Lab {
+        Lab::start_full(tasks, defaults, "").await
+    }
+
+    /// [`Lab::start_with`] with `server` YAML added under `server:`.
+    pub async fn start_full(tasks: &str, defaults: &str, server: &str) -> Lab {
         let gpu = Sim::start("gpu-box").await.unwrap();
         let cpu = Sim::start("ubuntu-box").await.unwrap();
         let local = Sim::start("local").await.unwrap();
         let dir = tempfile::tempdir().unwrap();
-        Lab::on_with(gpu, cpu, local, dir, tasks, defaults).await
+        Lab::on_full(gpu, cpu, local, dir, tasks, defaults, server).await
     }
 
     /// A router on these machines and this state directory (a restart reuses both).
@@ -57,7 +62,19 @@ impl Lab {
         tasks: &str,
         defaults: &str,
     ) -> Lab {
-        let server = format!("  state_dir: \"{}\"\n", dir.path().display());
+        Lab::on_full(gpu, cpu, local, dir, tasks, defaults, "").await
+    }
+
+    async fn on_full(
+        gpu: Sim,
+        cpu: Sim,
+        local: Sim,
+        dir: tempfile::TempDir,
+        tasks: &str,
+        defaults: &str,
+        server_extra: &str,
+    ) -> Lab {
+        let server = format!("  state_dir: \"{}\"\n{server_extra}", dir.path().display());
         let mut yaml = registry_yaml_with(&gpu, &cpu, &local, &server, defaults);
         if !tasks.is_empty() {
             yaml.push_str("tasks:\n");

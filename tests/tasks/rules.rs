@@ -433,3 +433,98 @@ async fn a_task_interrupted_twice_is_failed_rather_than_run_a_third_time() {
     );
     lab.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_parent_without_text_cancels_the_follow_ups_that_use_it() {
+    let lab = Lab::start("").await;
+    let parent = lab
+        .post(
+            "/v1/tasks",
+            json!({"endpoint": "embeddings", "request": {"model": "small", "input": "vectors"}}),
+        )
+        .await;
+    assert_eq!(parent.status(), 202);
+    let parent: Value = parent.json().await.unwrap();
+    let pid = parent["id"].as_str().unwrap().to_string();
+    let child = lab
+        .submit("summarise: {{after.0}}", json!({"after": [pid]}))
+        .await;
+    let done = finished(&lab, child["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    assert_eq!(done["error"]["code"], "dependency_unusable");
+    assert_eq!(lab.work(), (0, 0, 1), "only the parent reached a machine");
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn same_model_waits_for_its_model_where_chain_degrades() {
+    let lab = Lab::start("").await;
+    lab.gpu.set(Fault::Refuse);
+    let chain = lab.submit("fix this bug", json!({})).await;
+    let same = lab
+        .submit("fix this bug too", json!({"accept": "same_model"}))
+        .await;
+    let done = finished(&lab, chain["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded");
+    assert_eq!(done["result"]["target"], "coder-cpu@ubuntu-box", "degraded");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let waiting = lab.task(same["id"].as_str().unwrap()).await;
+    assert_eq!(
+        waiting["status"], "waiting",
+        "only qwen3-coder:30b will do: {waiting}"
+    );
+    lab.gpu.set(Fault::Ok);
+    let done = finished(&lab, same["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded");
+    assert_eq!(done["result"]["target"], "coder-gpu@gpu-box");
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn tasks_belong_to_the_key_that_submitted_them() {
+    // SAFETY: a variable only this test reads, set before the router starts.
+    unsafe { std::env::set_var("LABROUTER_TEST_TASK_KEYS", "key-one,key-two") };
+    let lab = Lab::start_full("", "", "  api_keys_env: LABROUTER_TEST_TASK_KEYS\n").await;
+    let send = |key: &'static str, req: reqwest::RequestBuilder| req.bearer_auth(key).send();
+    let t = send(
+        "key-one",
+        lab.client.post(format!("{}/v1/tasks", lab.base)).json(
+            &json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "mine"}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(t.status(), 202);
+    let t: Value = t.json().await.unwrap();
+    let id = t["id"].as_str().unwrap();
+    let mine = send(
+        "key-one",
+        lab.client.get(format!("{}/v1/tasks/{id}", lab.base)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(mine.status(), 200);
+    let theirs = send(
+        "key-two",
+        lab.client.get(format!("{}/v1/tasks/{id}", lab.base)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(theirs.status(), 404, "another key does not see it");
+    let list: Value = send("key-two", lab.client.get(format!("{}/v1/tasks", lab.base)))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["data"].as_array().unwrap().len(), 0);
+    let cancel = send(
+        "key-two",
+        lab.client
+            .post(format!("{}/v1/tasks/{id}/cancel", lab.base)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(cancel.status(), 404, "nor cancel it");
+    lab.stop().await;
+}
