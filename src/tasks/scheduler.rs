@@ -28,6 +28,9 @@ use crate::store::{from_ms, ms, Msg, Store};
 
 /// At most this many attempt records are kept per task (oldest dropped first).
 const MAX_RECORDS: usize = 100;
+/// At most this many tasks are routed per tick (each reads its request from the store),
+/// so a long queue after a restart does not hold up the tasks already routed.
+const ROUTE_BATCH: usize = 256;
 /// The backoff after a walk that failed: 1 s, doubling, at most 1 min (SPEC §10).
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
@@ -248,6 +251,9 @@ impl Scheduler {
             }
             resumed.push(t);
         }
+        // What resuming changed (interrupted tasks queued again or failed) is on disk
+        // before anyone can read it.
+        s.store.flush(Duration::from_secs(10));
         let ids: HashSet<TaskId> = resumed.iter().map(|t| t.id.clone()).collect();
         let mut q = lock(&s.queue);
         for t in resumed {
@@ -681,6 +687,19 @@ impl Scheduler {
     /// ends (a slot freed), when a task comes or goes, and when a backoff, a cooldown or
     /// a deadline is due — never on a timer that polls a machine.
     pub async fn run(self: Arc<Self>) {
+        // Walks run in their own tokio tasks; they stop with the queue's runner.
+        struct StopWalks(Arc<Scheduler>);
+        impl Drop for StopWalks {
+            fn drop(&mut self) {
+                let q = lock(&self.0.queue);
+                for e in q.entries.values() {
+                    if let Some(h) = &e.running {
+                        h.abort();
+                    }
+                }
+            }
+        }
+        let _stop = StopWalks(Arc::clone(&self));
         let mut transitions = (self.fleet)().machines.bus().subscribe();
         loop {
             let fleet = (self.fleet)();
@@ -747,10 +766,10 @@ impl Scheduler {
                 soon(*until);
             }
             let mut full: HashSet<Vec<ModelId>> = HashSet::new();
+            let mut starting: HashSet<Vec<ModelId>> = HashSet::new();
             let mut running = q.running;
-            let order: Vec<Key> = q.ready.iter().cloned().collect();
-            for k in order {
-                if running >= limits.max_running {
+            for k in &q.ready {
+                if running >= limits.max_running || to_route.len() >= ROUTE_BATCH {
                     break;
                 }
                 let Some(e) = q.entries.get(&k.2) else {
@@ -760,19 +779,22 @@ impl Scheduler {
                     soon(at);
                     continue;
                 }
-                let Some((group, version)) = e
+                let Some((group, _)) = e
                     .group
-                    .clone()
+                    .as_ref()
                     .filter(|(_, v)| *v == fleet.registry.version)
                 else {
                     to_route.push(k.2.clone());
                     continue;
                 };
                 let gk: Vec<ModelId> = group.to_vec();
-                if full.contains(&gk) || q.probing.contains(&gk) {
-                    continue;
-                }
-                if q.parked.contains_key(&gk) {
+                let open = q.open.contains(&gk);
+                // A group not known to serve is walked by one task at a time: one probe
+                // per recovering machine, not one per waiting task.
+                if full.contains(&gk)
+                    || q.parked.contains_key(&gk)
+                    || (!open && (q.probing.contains(&gk) || starting.contains(&gk)))
+                {
                     continue;
                 }
                 let machines: Vec<MachineId> = group
@@ -783,12 +805,16 @@ impl Scheduler {
                     full.insert(gk);
                     continue;
                 }
-                let _ = version;
-                if !q.open.contains(&gk) {
-                    q.probing.insert(gk.clone());
+                if !open {
+                    starting.insert(gk);
                 }
                 running += 1;
-                to_start.push((k.2.clone(), group));
+                to_start.push((k.2.clone(), Arc::clone(group)));
+            }
+            q.probing.extend(starting);
+            if to_route.len() >= ROUTE_BATCH {
+                // More to route: come back at once, after starting what can start.
+                self.wake.notify_one();
             }
         }
         self.told(acks).await;

@@ -117,8 +117,12 @@ impl Lab {
             s.abort();
             let _ = s.await;
         }
-        // The service (and its store) is leaked as a killed process would leave it: what
-        // was acknowledged is already committed.
+        // What was sent to the writer before the kill lands (as if the crash came a moment
+        // later); then the service and its store are leaked, as a killed process leaves
+        // them: nothing is drained or flushed.
+        if let Some(store) = self.svc.store() {
+            store.flush(Duration::from_secs(5));
+        }
         std::mem::forget(Arc::clone(&self.svc));
         (self.gpu, self.cpu, self.local, self.dir)
     }
@@ -207,6 +211,24 @@ impl Lab {
             *counts.entry(s).or_default() += 1;
         }
         counts.into_iter().collect()
+    }
+
+    /// Waits (paused time) until the store records task `id` as running after
+    /// `interrupted` interruptions: a crash then interrupts it.
+    pub async fn running_on_disk(&self, id: &str, interrupted: u32) {
+        let id: labrouter::tasks::TaskId = id.parse().unwrap();
+        for _ in 0..1000 {
+            let id2 = id.clone();
+            let store = self.svc.store().unwrap();
+            let t = store
+                .read(move |c| labrouter::store::tasks::task(c, &id2, None))
+                .unwrap();
+            if t.is_some_and(|t| t.status == TaskStatus::Running && t.interrupted == interrupted) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{id} never ran");
     }
 
     pub fn phase(&self, machine: &str) -> String {
