@@ -527,3 +527,42 @@ async fn tasks_belong_to_the_key_that_submitted_them() {
     assert_eq!(cancel.status(), 404, "nor cancel it");
     lab.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_probe_role_rotates_among_waiting_tasks() {
+    let lab = Lab::start("").await;
+    // The vision route has one machine: open its breaker with three failures.
+    lab.gpu.set(Fault::Status {
+        code: 500,
+        retry_after: None,
+    });
+    let vision = |text: &str| json!({"route": "vision", "max_attempts": 10, "request": {"model": "auto", "messages": [{"role": "user", "content": text}]}});
+    let a = lab.post("/v1/tasks", vision("task a")).await;
+    assert_eq!(a.status(), 202);
+    let b = lab.post("/v1/tasks", vision("task b")).await;
+    assert_eq!(b.status(), 202);
+    let sent = |lab: &Lab| -> String {
+        let v: Value = serde_json::from_slice(&lab.gpu.last_body().unwrap()).unwrap();
+        v["messages"][0]["content"].as_str().unwrap().to_string()
+    };
+    // Both wait behind the open breaker; each cooldown's end sends one probe, and a
+    // task whose probe failed goes behind the other.
+    let mut probes = Vec::new();
+    let mut seen = lab.gpu.work_hits();
+    for _ in 0..(40 * 60) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = lab.gpu.work_hits();
+        if now > seen && lab.phase("gpu-box") == "open" && seen >= 3 {
+            probes.push(sent(&lab));
+        }
+        seen = now;
+        if probes.len() == 4 {
+            break;
+        }
+    }
+    assert_eq!(probes.len(), 4, "one probe per cooldown: {probes:?}");
+    assert_ne!(probes[0], probes[1], "the probe role rotates: {probes:?}");
+    assert_ne!(probes[1], probes[2], "{probes:?}");
+    assert_ne!(probes[2], probes[3], "{probes:?}");
+    lab.stop().await;
+}
