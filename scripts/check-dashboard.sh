@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Renders the dashboard of a real router in headless Chromium and checks that every machine
-# and its breaker state is on the page. Loopback only: two simulated machines, one router.
+# and its breaker state is on the page, and the tasks panel: counts by status, the oldest
+# waiting task, the last failures. Loopback only: two simulated machines, one router.
 # Usage: scripts/check-dashboard.sh [path/to/labrouter]   (default: target/debug/labrouter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,7 @@ models:
   coder-cpu: { machine: ubuntu-box, name: "qwen3-coder:30b" }
 routes:
   - { name: code, default: true, chain: [coder-gpu, coder-cpu] }
+  - { name: gpu-only, keywords: [gpu-only], chain: [coder-gpu] }
 YAML
 wait_for "http://127.0.0.1:$gpu/v1/models"
 wait_for "http://127.0.0.1:$cpu/v1/models"
@@ -46,10 +48,30 @@ wait_for "http://127.0.0.1:$router/healthz"
 curl -fsS -X POST "http://127.0.0.1:$router/admin/breakers/gpu-box/open" \
   -H 'content-type: application/json' -d '{"by":"ci","why":"dashboard check"}' >/dev/null
 
+# Tasks: one served by ubuntu-box, one waiting for gpu-box, and one queued behind it that
+# expires (its deadline is 1s).
+task() {
+  curl -fsS -X POST "http://127.0.0.1:$router/v1/tasks" -H 'content-type: application/json' -d "$1" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'
+}
+req='"request": {"model": "auto", "messages": [{"role": "user", "content": "hello"}]}'
+task "{$req}" >/dev/null
+waiting=$(task "{$req, \"route\": \"gpu-only\"}")
+expired=$(task "{$req, \"route\": \"gpu-only\", \"deadline\": \"1s\"}")
+for _ in $(seq 1 100); do
+  st=$(curl -fsS "http://127.0.0.1:$router/status")
+  [[ $st == *'"expired_24h":1'* && $st == *'"succeeded_24h":1'* ]] && break
+  sleep 0.05
+done
+
 scripts/dashboard-screenshot.sh --dom "http://127.0.0.1:$router/" >"$work/dom.html"
 fail=0
 for want in 'data-machine="gpu-box" data-state="forced_open"' 'data-machine="ubuntu-box" data-state="closed"' \
-            '>gpu-box<' '>ubuntu-box<' '>forced_open<' '>closed<'; do
+            '>gpu-box<' '>ubuntu-box<' '>forced_open<' '>closed<' \
+            'data-status="succeeded" data-count="1"' 'data-status="waiting" data-count="1"' \
+            'data-status="expired" data-count="1"' 'data-status="queued" data-count="0"' \
+            "class=\"oldest\" data-task=\"$waiting\"" 'is held back' \
+            "data-task=\"$expired\" data-status=\"expired\"" '>deadline_exceeded<'; do
   if grep -qF "$want" "$work/dom.html"; then echo "PASS dashboard shows $want"; else echo "FAIL dashboard lacks $want"; fail=1; fi
 done
 if [ "${DASHBOARD_PNG:-}" ]; then

@@ -71,9 +71,14 @@ pub fn app(svc: Arc<Service>) -> Router {
         .with_state(svc)
 }
 
-/// Breakers, counters and routes, read live.
+/// Breakers, counters and routes, read live; the task queue's counts (one store read).
 async fn status(State(svc): State<Arc<Service>>) -> Json<crate::status::View> {
-    Json(crate::status::View::of(&svc.fleet()).with_host(crate::host::stats()))
+    let tasks = crate::status::TasksView::read(&svc).await;
+    Json(
+        crate::status::View::of(&svc.fleet())
+            .with_host(crate::host::stats())
+            .with_tasks(tasks),
+    )
 }
 
 /// `GET /`: the dashboard, one self-contained page.
@@ -88,11 +93,12 @@ async fn dashboard() -> Response {
         .into_response()
 }
 
-/// `GET /metrics`: Prometheus text.
-async fn prometheus() -> Response {
+/// `GET /metrics`: Prometheus text; the task gauges are set from the queue as it renders.
+async fn prometheus(State(svc): State<Arc<Service>>) -> Response {
+    let tasks = svc.tasks().map(|t| t.counts());
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::telemetry::render(),
+        crate::telemetry::render_with(tasks.as_ref()),
     )
         .into_response()
 }

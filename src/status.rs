@@ -1,5 +1,5 @@
 //! `/status` as a typed [`View`]: the router serves it, the dashboard and `labrouter status`
-//! ([`print`], [`table`]) read it.
+//! ([`print`], [`table`]) read it. Its `tasks` block is [`TasksView`] (`tasks`).
 //!
 //! The JSON was once built with `json!` into sorted maps (serde_json without
 //! `preserve_order`); the structs keep that shape byte for byte: fields are declared in key
@@ -17,10 +17,12 @@ use crate::host;
 use crate::machines::Snapshot;
 
 mod cli;
+mod tasks;
 #[cfg(test)]
 mod tests;
 
 pub use cli::{print, table};
+pub use tasks::{OldestWaiting, TaskFailure, TasksView, RECENT_FAILURES};
 
 /// Breakers, counters and routes of one lab, read live; the host block when served.
 ///
@@ -33,6 +35,9 @@ pub struct View {
     pub machines: BTreeMap<String, MachineView>,
     pub registry_version: String,
     pub routes: Vec<RouteView>,
+    /// The task queue; absent when the router has none (no store), and from older routers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<TasksView>,
 }
 
 /// One machine's breaker and counters.
@@ -93,6 +98,7 @@ impl View {
             machines,
             registry_version: reg.version.clone(),
             routes,
+            tasks: None,
         }
     }
 
@@ -102,6 +108,11 @@ impl View {
             host: Some(host),
             ..self
         }
+    }
+
+    /// The same view with the tasks block (`None`: the router has no task queue).
+    pub fn with_tasks(self, tasks: Option<TasksView>) -> View {
+        View { tasks, ..self }
     }
 }
 

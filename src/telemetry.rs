@@ -11,6 +11,8 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::breaker::Phase;
+use crate::outcome::TaskStatus;
+use crate::tasks::scheduler::Counts;
 
 /// Latency buckets (seconds): from a fast-fail to a long generation.
 const BUCKETS: &[f64] = &[
@@ -18,13 +20,25 @@ const BUCKETS: &[f64] = &[
     60.0, 120.0, 300.0, 600.0,
 ];
 
+/// Task wait buckets (seconds): a free slot at once, up to an outage waited out for a day.
+const WAIT_BUCKETS: &[f64] = &[
+    0.01, 0.1, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0,
+    86400.0,
+];
+
+/// The histogram of task waits (recorded by the scheduler when a task first starts).
+pub const TASK_WAIT: &str = "labrouter_task_wait_seconds";
+
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Installs the recorder (once per process); `None` when another recorder got there first.
 pub fn install() -> Option<&'static PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
+            // A full name wins over a suffix (the exporter tries `Full` matchers first).
             let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(TASK_WAIT.into()), WAIT_BUCKETS)
+                .ok()?
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
                 .ok()?;
             let handle = builder
@@ -44,7 +58,27 @@ pub fn install() -> Option<&'static PrometheusHandle> {
 
 /// The Prometheus text exposition.
 pub fn render() -> String {
-    install().map(PrometheusHandle::render).unwrap_or_default()
+    render_with(None)
+}
+
+/// [`render`], with the `labrouter_tasks{status}` gauges set from `tasks` first. They are
+/// set at scrape time: the counts are one lock away, and a scrape never sees them staler
+/// than itself (a router without a task queue has no such gauges).
+pub fn render_with(tasks: Option<&Counts>) -> String {
+    let Some(handle) = install() else {
+        return String::new();
+    };
+    if let Some(c) = tasks {
+        for (status, n) in [
+            (TaskStatus::Blocked, c.blocked),
+            (TaskStatus::Queued, c.queued),
+            (TaskStatus::Waiting, c.waiting),
+            (TaskStatus::Running, c.running),
+        ] {
+            metrics::gauge!("labrouter_tasks", "status" => status.as_str()).set(n as f64);
+        }
+    }
+    handle.render()
 }
 
 fn describe() {
@@ -78,6 +112,15 @@ fn describe() {
         "labrouter_upstream_first_byte_seconds",
         Unit::Seconds,
         "Time to a machine's response head"
+    );
+    describe_gauge!(
+        "labrouter_tasks",
+        "Unfinished tasks, by status (blocked, queued, waiting, running)"
+    );
+    describe_histogram!(
+        TASK_WAIT,
+        Unit::Seconds,
+        "Time from a task's submit to its first walk of its chain"
     );
 }
 

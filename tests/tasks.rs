@@ -14,3 +14,5 @@ mod lab;
 mod outage;
 #[path = "tasks/rules.rs"]
 mod rules;
+#[path = "tasks/views.rs"]
+mod views;

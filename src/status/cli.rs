@@ -42,7 +42,8 @@ pub async fn print(url: &str, raw: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The table, as text: one row per machine, then the routes.
+/// The table, as text: one row per machine, then the routes, then a tasks line when the
+/// router has a task queue.
 pub fn table(view: &View) -> String {
     let mut rows = vec![[
         "MACHINE".to_string(),
@@ -85,6 +86,11 @@ pub fn table(view: &View) -> String {
     out.push('\n');
     for r in &view.routes {
         out.push_str(&format!("route {}: {}\n", r.name, r.chain.join(" -> ")));
+    }
+    if let Some(t) = &view.tasks {
+        out.push('\n');
+        out.push_str(&t.line());
+        out.push('\n');
     }
     out
 }

@@ -71,6 +71,7 @@ fn sample() -> View {
                 name: "chat".into(),
             },
         ],
+        tasks: None,
     }
 }
 
@@ -166,5 +167,155 @@ fn an_empty_status_renders_an_empty_table() {
     assert_eq!(
         text,
         "MACHINE  STATE  FAILS  COOLDOWN  ATTEMPTS  REJECTED  LAST REASON\n\n"
+    );
+}
+
+// === the tasks block ===
+
+fn tasks_sample() -> TasksView {
+    TasksView {
+        blocked: 1,
+        cancelled_24h: 2,
+        expired_24h: 1,
+        failed_24h: 3,
+        oldest_waiting: Some(OldestWaiting {
+            id: "tsk_0000000000aaaaaaaaaaaaaaaa".parse().unwrap(),
+            since: "2026-11-30T14:02:11Z".into(),
+            waiting_for: Some("every target it accepts is held back: gpu-box open".into()),
+        }),
+        oldest_waiting_s: Some(125),
+        queued: 4,
+        recent_failures: vec![TaskFailure {
+            code: Some(crate::outcome::TaskCode::DeadlineExceeded),
+            finished_at: "2026-11-30T15:00:00Z".into(),
+            id: "tsk_0000000000bbbbbbbbbbbbbbbb".parse().unwrap(),
+            message: Some("its deadline passed before it finished".into()),
+            status: crate::outcome::TaskStatus::Expired,
+        }],
+        running: 2,
+        succeeded_24h: 40,
+        waiting: 5,
+    }
+}
+
+#[test]
+fn the_tasks_block_is_added_last_with_sorted_keys_and_round_trips() {
+    let v = sample().with_tasks(Some(tasks_sample()));
+    let json: Value = serde_json::to_value(&v).unwrap();
+    let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["host", "machines", "registry_version", "routes", "tasks"]
+    );
+    let text = serde_json::to_string(&json["tasks"]).unwrap();
+    assert_eq!(
+        text,
+        "{\"blocked\":1,\"cancelled_24h\":2,\"expired_24h\":1,\"failed_24h\":3,\
+         \"oldest_waiting\":{\"id\":\"tsk_0000000000aaaaaaaaaaaaaaaa\",\
+         \"since\":\"2026-11-30T14:02:11Z\",\
+         \"waiting_for\":\"every target it accepts is held back: gpu-box open\"},\
+         \"oldest_waiting_s\":125,\"queued\":4,\
+         \"recent_failures\":[{\"code\":\"deadline_exceeded\",\"finished_at\":\"2026-11-30T15:00:00Z\",\
+         \"id\":\"tsk_0000000000bbbbbbbbbbbbbbbb\",\
+         \"message\":\"its deadline passed before it finished\",\"status\":\"expired\"}],\
+         \"running\":2,\"succeeded_24h\":40,\"waiting\":5}"
+    );
+    assert_eq!(serde_json::from_value::<View>(json).unwrap(), v);
+}
+
+/// `labrouter status` against a router from before tasks, or one without a store.
+#[test]
+fn a_status_without_tasks_reads_and_prints_no_tasks_line() {
+    let old = serde_json::json!({"machines": {}, "registry_version": "x", "routes": []});
+    let v: View = serde_json::from_value(old).unwrap();
+    assert_eq!(v.tasks, None);
+    assert!(!table(&v).contains("tasks"));
+    let nulled: View = serde_json::from_value(serde_json::json!({"tasks": null})).unwrap();
+    assert_eq!(nulled.tasks, None);
+    // A newer router's extra keys inside the block are ignored; missing ones are 0.
+    let partial: View =
+        serde_json::from_value(serde_json::json!({"tasks": {"queued": 3, "shiny_new": true}}))
+            .unwrap();
+    let t = partial.tasks.unwrap();
+    assert_eq!((t.queued, t.waiting, t.oldest_waiting_s), (3, 0, None));
+}
+
+#[test]
+fn the_table_ends_with_a_tasks_line() {
+    let v = sample().with_tasks(Some(tasks_sample()));
+    let text = table(&v);
+    assert!(
+        text.ends_with(
+            "route chat: small@apple\n\ntasks: 4 queued, 5 waiting, 2 running, 1 blocked; \
+             last 24 h: 40 succeeded, 3 failed, 1 expired, 2 cancelled; \
+             oldest waiting 2m (tsk_0000000000aaaaaaaaaaaaaaaa)\n"
+        ),
+        "{text}"
+    );
+    let idle = View::default().with_tasks(Some(TasksView::default()));
+    assert!(table(&idle).ends_with(
+        "\ntasks: 0 queued, 0 waiting, 0 running, 0 blocked; \
+         last 24 h: 0 succeeded, 0 failed, 0 expired, 0 cancelled\n"
+    ));
+}
+
+#[test]
+fn the_tasks_view_is_built_from_live_counts_and_the_stores_day() {
+    use crate::outcome::{TaskCode, TaskStatus};
+    use crate::store::tasks::Failure;
+    use crate::tasks::model::TaskError;
+    use crate::tasks::scheduler::Counts;
+
+    let counts = Counts {
+        blocked: 1,
+        queued: 2,
+        waiting: 3,
+        running: 4,
+        oldest_waiting_s: Some(60),
+    };
+    let failure = Failure {
+        id: "tsk_0000000000cccccccccccccccc".parse().unwrap(),
+        status: TaskStatus::Failed,
+        finished_ms: 1_764_511_200_000,
+        error: Some(TaskError {
+            kind: "task_error".into(),
+            code: TaskCode::AttemptsExhausted,
+            message: "x".repeat(1000),
+            upstream: None,
+        }),
+    };
+    let finished = [
+        (TaskStatus::Succeeded, 7),
+        (TaskStatus::Failed, 1),
+        (TaskStatus::Cancelled, 2),
+    ];
+    let v = TasksView::of(&counts, None, &finished, std::slice::from_ref(&failure));
+    assert_eq!(
+        (
+            v.blocked,
+            v.queued,
+            v.waiting,
+            v.running,
+            v.oldest_waiting_s
+        ),
+        (1, 2, 3, 4, Some(60))
+    );
+    assert_eq!(
+        (
+            v.succeeded_24h,
+            v.failed_24h,
+            v.expired_24h,
+            v.cancelled_24h
+        ),
+        (7, 1, 0, 2)
+    );
+    assert_eq!(v.oldest_waiting, None);
+    let f = &v.recent_failures[0];
+    assert_eq!(f.id, failure.id);
+    assert_eq!(f.code, Some(TaskCode::AttemptsExhausted));
+    assert_eq!(f.finished_at, "2025-11-30T14:00:00Z");
+    assert!(
+        f.message.as_ref().unwrap().chars().count() < 1000,
+        "a long message is bounded"
     );
 }

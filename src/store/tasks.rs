@@ -8,7 +8,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use tokio::sync::oneshot;
 
 use crate::outcome::{Delivery, TaskStatus};
-use crate::tasks::model::{endpoint_from, endpoint_name, Accept, Callback, Task, TaskId};
+use crate::tasks::model::{
+    endpoint_from, endpoint_name, Accept, AttemptRecord, Callback, Task, TaskError, TaskId,
+};
 
 /// A task to insert, acknowledged once its transaction committed.
 #[derive(Debug)]
@@ -310,4 +312,145 @@ pub fn finished_since(
         }
     }
     Ok(out)
+}
+
+// === reads for the views (`/status`, the dashboard, the digest) ===
+
+/// A task that ended failed or expired, as the views list it (no bodies).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    pub id: TaskId,
+    pub status: TaskStatus,
+    pub finished_ms: i64,
+    pub error: Option<TaskError>,
+}
+
+/// The `limit` latest tasks that ended failed or expired at or after `since_ms`, newest
+/// first. A row this version cannot read is skipped, not an error: a view stays up.
+pub fn failures(conn: &Connection, since_ms: i64, limit: u32) -> rusqlite::Result<Vec<Failure>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, status, finished_ms, error FROM tasks
+         WHERE status IN (?1, ?2) AND finished_ms >= ?3
+         ORDER BY finished_ms DESC, seq DESC LIMIT ?4",
+    )?;
+    let rows = stmt.query_map(
+        params![
+            TaskStatus::Failed.as_str(),
+            TaskStatus::Expired.as_str(),
+            since_ms,
+            limit
+        ],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        },
+    )?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (id, status, finished_ms, error) = r?;
+        let (Ok(id), Ok(status)) = (id.parse::<TaskId>(), status.parse::<TaskStatus>()) else {
+            continue;
+        };
+        out.push(Failure {
+            id,
+            status,
+            finished_ms,
+            error: error.and_then(|e| serde_json::from_str(&e).ok()),
+        });
+    }
+    Ok(out)
+}
+
+/// A succeeded task's times and attempt records, for the digest's "waited out an outage".
+#[derive(Clone, Debug, PartialEq)]
+pub struct Waited {
+    pub id: TaskId,
+    pub created_ms: i64,
+    pub started_ms: Option<i64>,
+    pub finished_ms: i64,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// Tasks that succeeded at or after `since_ms` and may have waited: with attempt records
+/// (a task served by its first walk has none) or first started a second or more after
+/// their submit. Oldest first, at most `limit`.
+pub fn succeeded_after_waiting(
+    conn: &Connection,
+    since_ms: i64,
+    limit: u32,
+) -> rusqlite::Result<Vec<Waited>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, created_ms, started_ms, finished_ms, attempts FROM tasks
+         WHERE status = ?1 AND finished_ms >= ?2
+           AND (attempts != '[]' OR started_ms - created_ms >= 1000)
+         ORDER BY finished_ms, seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(
+        params![TaskStatus::Succeeded.as_str(), since_ms, limit],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        },
+    )?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (id, created_ms, started_ms, finished_ms, attempts) = r?;
+        let (Ok(id), Ok(attempts)) = (id.parse::<TaskId>(), serde_json::from_str(&attempts)) else {
+            continue;
+        };
+        out.push(Waited {
+            id,
+            created_ms,
+            started_ms,
+            finished_ms,
+            attempts,
+        });
+    }
+    Ok(out)
+}
+
+/// How many tasks are not finished (blocked, queued, waiting or running), as the store
+/// has them.
+pub fn unfinished_count(conn: &Connection) -> rusqlite::Result<u64> {
+    let s = |t: TaskStatus| t.as_str();
+    conn.query_row(
+        "SELECT COUNT(*) FROM tasks WHERE status IN (?1, ?2, ?3, ?4)",
+        params![
+            s(TaskStatus::Blocked),
+            s(TaskStatus::Queued),
+            s(TaskStatus::Waiting),
+            s(TaskStatus::Running)
+        ],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n.max(0) as u64)
+}
+
+/// Runs `f` on a read-only connection to the store at `path`: the digest reads a file it
+/// may not own (`labrouter digest` beside a running router, or none).
+pub fn read_at<T>(
+    path: &std::path::Path,
+    f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+) -> Result<T, super::StoreError> {
+    let conn = super::schema::open_read_only(path)?;
+    f(&conn).map_err(super::sqlite(path))
+}
+
+/// Whether the file has a tasks table: a store last written by a version without tasks
+/// has none, and a read-only connection cannot add it.
+pub fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tasks')",
+        [],
+        |r| r.get(0),
+    )
 }

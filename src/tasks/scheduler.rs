@@ -634,6 +634,17 @@ impl Scheduler {
         c
     }
 
+    /// The task waiting longest (the oldest by creation, as [`Scheduler::counts`] ages
+    /// them), with what it waits for: the dashboard shows it.
+    pub fn oldest_waiting(&self) -> Option<Task> {
+        let q = lock(&self.queue);
+        q.entries
+            .values()
+            .filter(|e| e.task.status == TaskStatus::Waiting)
+            .min_by_key(|e| (e.task.created_ms, e.task.seq))
+            .map(|e| e.task.clone())
+    }
+
     /// Ends an unfinished task (cancel, expire, fail, succeed) and cascades to its
     /// follow-ups; returns the commits to wait for before anyone is told.
     fn end(&self, q: &mut Queue, id: &TaskId, status: TaskStatus, err: TaskError) -> Vec<Told> {

@@ -1,16 +1,17 @@
-//! The digest's inputs, gathered: ledger rows and counter samples from the store, the
-//! host's health, and for `labrouter digest` (no router at hand) the machines' states as the
-//! ledger last recorded them.
+//! The digest's inputs, gathered: ledger rows, counter samples and the day's tasks from
+//! the store, the host's health, and for `labrouter digest` (no router at hand) the
+//! machines' states as the ledger last recorded them.
 
 use std::path::{Path, PathBuf};
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
-use super::digest::{self, Host, MachineNow, Row, Sample};
+use super::digest::{self, FailedTask, Host, MachineNow, Row, Sample, Succeeded, Tasks};
 use super::TelegramError;
 use crate::outcome::Phase;
 use crate::registry::Registry;
+use crate::store::tasks as stored;
 use crate::store::{self, StoreError};
 
 /// What the digest reads from the store.
@@ -23,7 +24,12 @@ pub struct Stored {
     pub samples: Vec<Sample>,
     /// Trips per machine in the last 30 days, counted by SQLite.
     pub month_trips: Vec<(String, u32)>,
+    /// The day's tasks; `None` when the store has none (no task lines then).
+    pub tasks: Option<Tasks>,
 }
+
+/// The most succeeded tasks one digest reads for their waits.
+pub const DAY_TASKS: u32 = 100_000;
 
 /// The most ledger rows one digest loads: a machine flapping all day is still a bounded read.
 pub const DAY_ROWS: u32 = 100_000;
@@ -66,11 +72,47 @@ pub fn read_store(path: &Path, now: Timestamp) -> Result<Stored, StoreError> {
         })
         .collect();
     let month_trips = store::trips_since(path, now.as_millisecond() - digest::MONTH_MS)?;
+    let tasks = read_tasks(path, day_start)?;
     Ok(Stored {
         rows,
         samples,
         month_trips,
+        tasks,
     })
+}
+
+/// The tasks of the day since `day_start` (one read-only connection); `None` when there
+/// are none, or no tasks table yet (a store of a version before tasks).
+fn read_tasks(path: &Path, day_start: i64) -> Result<Option<Tasks>, StoreError> {
+    let tasks = stored::read_at(path, |c| {
+        if !stored::has_table(c)? {
+            return Ok(None);
+        }
+        let mut t = Tasks {
+            finished: stored::finished_since(c, day_start)?,
+            unfinished: stored::unfinished_count(c)?,
+            failed: stored::failures(c, day_start, digest::FAILED_SHOWN as u32)?
+                .into_iter()
+                .map(|f| FailedTask {
+                    id: f.id.to_string(),
+                    status: f.status,
+                    code: f.error.map(|e| e.code),
+                })
+                .collect(),
+            succeeded: stored::succeeded_after_waiting(c, day_start, DAY_TASKS)?
+                .into_iter()
+                .map(|w| Succeeded {
+                    created_ms: w.created_ms,
+                    started_ms: w.started_ms,
+                    finished_ms: w.finished_ms,
+                    attempts: w.attempts,
+                })
+                .collect(),
+        };
+        t.finished.sort();
+        Ok(Some(t))
+    })?;
+    Ok(tasks.filter(|t| !t.is_empty()))
 }
 
 /// The live digest: store reads on the blocking pool (rusqlite is synchronous), then the
@@ -96,6 +138,7 @@ pub(super) async fn render_from_store(
         month_trips: Some(&stored.month_trips),
         machines: &machines,
         host: &host,
+        tasks: stored.tasks.as_ref(),
     };
     Ok(digest::render(&input))
 }
@@ -136,6 +179,7 @@ pub async fn render_offline(reg: &Registry, now: Timestamp) -> Result<Vec<String
         month_trips: Some(&stored.month_trips),
         machines: &machines,
         host: &host,
+        tasks: stored.tasks.as_ref(),
     };
     Ok(digest::render(&input))
 }
