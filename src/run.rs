@@ -110,6 +110,8 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
     // The task queue (SPEC §10): resumed when the service opened its store.
     if let Some(scheduler) = svc.tasks() {
         tasks.push(tokio::spawn(Arc::clone(scheduler).run()));
+        // Callbacks of finished tasks, beside the queue and never on its path.
+        tasks.push(tokio::spawn(crate::tasks::deliver::run(Arc::clone(svc))));
     }
     // The digest's per-day counts, whether or not Telegram is on to send it.
     if svc.store().is_some() {

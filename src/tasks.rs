@@ -6,7 +6,9 @@
 //! - `follow`: `{{after.N}}` and what a parent's answer gives its follow-ups.
 //! - `walk`: one walk of a task's chain through the same breakers as any request.
 //! - [`scheduler`]: the queue, the slots, waiting and waking; durable through the store.
+//! - [`deliver`]: callbacks of finished tasks, retried for up to 24 h, across restarts.
 
+pub mod deliver;
 pub mod follow;
 pub mod model;
 pub mod scheduler;

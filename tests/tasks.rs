@@ -10,6 +10,8 @@ mod support;
 #[path = "tasks/lab.rs"]
 mod lab;
 
+#[path = "tasks/callbacks.rs"]
+mod callbacks;
 #[path = "tasks/outage.rs"]
 mod outage;
 #[path = "tasks/rules.rs"]

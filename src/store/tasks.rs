@@ -1,5 +1,6 @@
 //! Tasks in SQLite (SPEC §10): inserted by the writer in the batch that acknowledges them,
 //! updated whole on every change, read back for the API, at start and by the scheduler.
+//! The callback columns after the insert belong to the deliveries alone ([`CallbackWrite`]).
 
 use std::collections::BTreeMap;
 
@@ -44,6 +45,18 @@ pub enum Inserted {
 pub struct TaskWrite {
     pub task: Task,
     pub ack: Option<oneshot::Sender<()>>,
+}
+
+/// A callback's delivery after an attempt (SPEC §10, "Callbacks"): only the callback
+/// columns change, so a delivery never rewrites (or races) the task itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallbackWrite {
+    pub id: TaskId,
+    pub state: Delivery,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// When the next attempt is due (unix ms); `None` once delivered or failed.
+    pub next_ms: Option<i64>,
 }
 
 const COLUMNS: &str =
@@ -113,13 +126,13 @@ pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<I
     Ok(Inserted::New)
 }
 
-/// Writes every field that changes over a task's life.
+/// Writes every field that changes over a task's life, but the callback's: that one is
+/// [`update_callback`]'s, so the scheduler's copy of a task never undoes a delivery.
 pub(super) fn update(tx: &Transaction<'_>, task: &Task) -> rusqlite::Result<usize> {
     let json = |v: &dyn erased::Json| v.json();
     tx.execute(
         "UPDATE tasks SET status = ?2, started_ms = ?3, finished_ms = ?4, attempts_used = ?5,
-            interrupted = ?6, attempts = ?7, waiting_for = ?8, result = ?9, error = ?10,
-            callback_state = ?11, callback_attempts = ?12, callback_last_error = ?13
+            interrupted = ?6, attempts = ?7, waiting_for = ?8, result = ?9, error = ?10
          WHERE id = ?1",
         params![
             task.id.as_str(),
@@ -132,9 +145,22 @@ pub(super) fn update(tx: &Transaction<'_>, task: &Task) -> rusqlite::Result<usiz
             task.waiting_for,
             task.result,
             task.error.as_ref().map(|e| json(e)),
-            task.callback.as_ref().map(|c| c.state.as_str()),
-            task.callback.as_ref().map_or(0, |c| c.attempts),
-            task.callback.as_ref().and_then(|c| c.last_error.clone()),
+        ],
+    )
+}
+
+/// Writes a callback's delivery (a task without a callback is left alone).
+pub(super) fn update_callback(tx: &Transaction<'_>, c: &CallbackWrite) -> rusqlite::Result<usize> {
+    tx.execute(
+        "UPDATE tasks SET callback_state = ?2, callback_attempts = ?3, callback_last_error = ?4,
+            callback_next_ms = ?5
+         WHERE id = ?1 AND callback_url IS NOT NULL",
+        params![
+            c.id.as_str(),
+            c.state.as_str(),
+            c.attempts,
+            c.last_error,
+            c.next_ms
         ],
     )
 }
@@ -292,6 +318,27 @@ pub fn undelivered(conn: &Connection) -> rusqlite::Result<Vec<Task>> {
     ))?;
     let rows = stmt.query_map(params![Delivery::Pending.as_str()], row)?;
     rows.collect()
+}
+
+/// Finished tasks whose callback is still to be delivered, oldest first, each with when
+/// its next attempt is due (unix ms; `None`: none made yet, due now).
+pub fn pending_callbacks(conn: &Connection) -> rusqlite::Result<Vec<(TaskId, Option<i64>)>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, callback_next_ms FROM tasks
+         WHERE callback_state = ?1 AND finished_ms IS NOT NULL ORDER BY seq",
+    )?;
+    let rows = stmt.query_map(params![Delivery::Pending.as_str()], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (id, next) = r?;
+        // A row with a malformed id cannot be shown either; it is skipped, not fatal.
+        if let Ok(id) = id.parse::<TaskId>() {
+            out.push((id, next));
+        }
+    }
+    Ok(out)
 }
 
 /// How many tasks finished in each terminal status since `since_ms`.

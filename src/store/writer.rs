@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use rusqlite::Connection;
 
-use super::tasks::{Inserted, TaskInsert, TaskWrite};
+use super::tasks::{CallbackWrite, Inserted, TaskInsert, TaskWrite};
 use super::{answers, counters, ledger, meta, tasks, verdict, Counts, KeptAnswer};
 use crate::breaker::Transitioned;
 
@@ -43,6 +43,8 @@ pub enum Msg {
     TaskInsert(Box<TaskInsert>),
     /// A task's new state; acknowledged after the commit when asked.
     TaskWrite(Box<TaskWrite>),
+    /// A callback's delivery after an attempt (only the callback columns).
+    TaskCallback(Box<CallbackWrite>),
     /// Delete tasks finished before this (unix ms): `tasks.keep`.
     TaskPrune {
         before_ms: i64,
@@ -74,6 +76,7 @@ pub(super) fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &P
                 | Msg::Counters { .. }
                 | Msg::TaskInsert(_)
                 | Msg::TaskWrite(_)
+                | Msg::TaskCallback(_)
                 | Msg::TaskPrune { .. }
                 | Msg::Answer(_)
                 | Msg::PruneAnswers { .. } => batch.push(msg),
@@ -159,6 +162,9 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<Vec<Ins
             Msg::TaskInsert(t) => inserted.push(tasks::insert(&tx, t)?),
             Msg::TaskWrite(w) => {
                 tasks::update(&tx, &w.task)?;
+            }
+            Msg::TaskCallback(c) => {
+                tasks::update_callback(&tx, c)?;
             }
             Msg::TaskPrune { before_ms } => {
                 let gone = tasks::prune(&tx, *before_ms)?;

@@ -184,6 +184,9 @@ pub struct Scheduler {
     wake: Notify,
     slots: Arc<Slots>,
     finished: broadcast::Sender<TaskId>,
+    /// Where finished tasks with a callback go to be delivered (SPEC §10), once
+    /// [`crate::tasks::deliver`] runs; a send never waits.
+    callbacks: Mutex<Option<tokio::sync::mpsc::UnboundedSender<TaskId>>>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -219,6 +222,7 @@ impl Scheduler {
             wake: Notify::new(),
             slots: Arc::new(Slots::default()),
             finished,
+            callbacks: Mutex::new(None),
         };
         let now = SystemTime::now();
         let mut resumed = Vec::new();
@@ -270,6 +274,23 @@ impl Scheduler {
         }
         drop(q);
         Ok(s)
+    }
+
+    /// From now on, hands every task that finishes with a callback to `deliveries` (tasks
+    /// that finished before are the deliveries' to find in the store).
+    pub fn deliver_callbacks_to(&self, deliveries: tokio::sync::mpsc::UnboundedSender<TaskId>) {
+        *lock(&self.callbacks) = Some(deliveries);
+    }
+
+    /// Tells those waiting on a task that it finished, and hands its callback on; called
+    /// once its finished state is on its way to the store.
+    fn announce(&self, task: &Task) {
+        let _ = self.finished.send(task.id.clone());
+        if task.callback.is_some() {
+            if let Some(deliveries) = lock(&self.callbacks).as_ref() {
+                let _ = deliveries.send(task.id.clone());
+            }
+        }
     }
 
     /// Sends a task's new state to the store; with `ack`, waits for its commit.
@@ -421,7 +442,7 @@ impl Scheduler {
             }
             Inserted::New => {
                 if task.status.is_finished() {
-                    let _ = self.finished.send(task.id.clone());
+                    self.announce(&task);
                 } else {
                     // Parents may have finished while the insert committed: link the live
                     // ones; the others count as pending until the store says how they
@@ -688,8 +709,14 @@ impl Scheduler {
             if let Some(ack) = ack {
                 let _ = committed(ack).await;
             }
-            lock(&self.queue).ending.remove(&id);
-            let _ = self.finished.send(id);
+            // Waiters and the callback worker hear of it once it is on disk.
+            let ended = lock(&self.queue).ending.remove(&id);
+            match ended {
+                Some(task) => self.announce(&task),
+                None => {
+                    let _ = self.finished.send(id);
+                }
+            }
         }
     }
 

@@ -1,0 +1,446 @@
+//! Task callbacks delivered (SPEC §10, "Callbacks"): when a task with a callback finishes,
+//! in whatever status, its whole object is POSTed to the URL the Standard Webhooks way until
+//! a receiver answers 2xx, with backoff for up to 24 h. Every attempt is recorded on the
+//! task (`callback.state`, `attempts`, `last_error`, and when the next one is due), so a
+//! delivery survives a restart.
+//!
+//! The scheduler hands finished task ids over a channel and never waits on a receiver. Each
+//! delivery is its own tokio task (a delivery waiting for its next attempt costs a timer),
+//! at most [`IN_FLIGHT`] attempts are on the wire at once, and a slow or dead receiver holds
+//! only its own delivery. [`crate::webhook`] signs and sends one attempt; this module
+//! decides when, and what the task shows of it.
+
+use std::collections::{HashMap, HashSet};
+use std::env::VarError;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+
+use super::model::{Task, TaskId};
+use crate::outcome::Delivery;
+use crate::service::Service;
+use crate::store::tasks::{self, CallbackWrite};
+use crate::store::{from_ms, ms, Msg};
+use crate::webhook::{self, Secret};
+
+/// Attempts on the wire at once, all receivers together: each may take up to
+/// [`webhook::ATTEMPT_TIMEOUT`], so a few dead receivers cannot hold every delivery.
+pub const IN_FLIGHT: usize = 8;
+
+/// How long a delivery waits for the task's finished state to reach the disk before it
+/// reads it (the scheduler sends that state to the writer before it hands the id over).
+const FLUSH_LIMIT: Duration = Duration::from_secs(5);
+
+/// When a delivery tries again after the store could not be read (no attempt counted).
+const UNREADABLE_AGAIN: Duration = Duration::from_secs(60);
+
+/// Delivers callbacks until aborted (it stops with [`crate::run()`]): first those the store
+/// says are pending (finished before this start; each at its recorded next attempt), then
+/// every task the scheduler hands over as it finishes. Its deliveries stop with it; the
+/// store keeps where each stood.
+pub async fn run(svc: Arc<Service>) {
+    let Some(scheduler) = svc.tasks().cloned() else {
+        return;
+    };
+    let client = match webhook::client() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "task callbacks are not delivered; they stay pending");
+            return;
+        }
+    };
+    // Handed over from now on; whatever finished before is in the store, read below.
+    let (tx, mut handed) = mpsc::unbounded_channel();
+    scheduler.deliver_callbacks_to(tx);
+    let worker = Arc::new(Worker {
+        svc,
+        client,
+        in_flight: Semaphore::new(IN_FLIGHT),
+        unsigned_warned: AtomicBool::new(false),
+    });
+    let mut deliveries = Running::default();
+    let now_ms = ms(SystemTime::now());
+    for (id, next_ms) in worker.pending().await {
+        let wait = next_ms.map_or(0, |n| n.saturating_sub(now_ms).max(0));
+        deliveries.start(&worker, id, Duration::from_millis(wait as u64));
+    }
+    loop {
+        tokio::select! {
+            got = handed.recv() => match got {
+                Some(id) => deliveries.start(&worker, id, Duration::ZERO),
+                // Another run took over the scheduler's hand-over: finish what is here.
+                None => {
+                    while deliveries.set.join_next().await.is_some() {}
+                    return;
+                }
+            },
+            Some(done) = deliveries.set.join_next_with_id() => {
+                let id = match done {
+                    Ok((id, ())) => id,
+                    Err(e) => e.id(),
+                };
+                deliveries.ended(id);
+            }
+        }
+    }
+}
+
+/// The deliveries under way: one per task (a task handed over twice is delivered once).
+/// Dropping it aborts them all.
+#[derive(Default)]
+struct Running {
+    set: JoinSet<()>,
+    by_tokio_id: HashMap<tokio::task::Id, TaskId>,
+    tasks: HashSet<TaskId>,
+}
+
+impl Running {
+    fn start(&mut self, worker: &Arc<Worker>, id: TaskId, wait: Duration) {
+        if !self.tasks.insert(id.clone()) {
+            return;
+        }
+        let handle = self.set.spawn(Arc::clone(worker).deliver(id.clone(), wait));
+        self.by_tokio_id.insert(handle.id(), id);
+    }
+
+    fn ended(&mut self, id: tokio::task::Id) {
+        if let Some(task) = self.by_tokio_id.remove(&id) {
+            self.tasks.remove(&task);
+        }
+    }
+}
+
+struct Worker {
+    /// The store (tasks and their request bodies) and the registry serving now (which
+    /// environment variable holds the secret).
+    svc: Arc<Service>,
+    /// [`webhook::client`]: no redirects, no proxy, 10 s per attempt.
+    client: reqwest::Client,
+    /// [`IN_FLIGHT`] permits; held only while an attempt is on the wire.
+    in_flight: Semaphore,
+    /// Said once per run: `callback_secret_env` names a variable that is not set.
+    unsigned_warned: AtomicBool,
+}
+
+/// A callback's next attempt, as read from the finished task.
+struct Due {
+    url: Result<reqwest::Url, String>,
+    /// The task id + ":" + its status: the same on every attempt, so receivers dedupe.
+    webhook_id: String,
+    body: Vec<u8>,
+    finished_ms: i64,
+    progress: Progress,
+}
+
+impl Worker {
+    /// Finished tasks whose callback is pending, with when each is due next.
+    async fn pending(&self) -> Vec<(TaskId, Option<i64>)> {
+        let svc = Arc::clone(&self.svc);
+        let read = tokio::task::spawn_blocking(move || {
+            let store = svc.store()?;
+            // A task the resume failed (interrupted twice) is on its way to the disk.
+            store.flush(FLUSH_LIMIT);
+            Some(store.read(tasks::pending_callbacks))
+        })
+        .await;
+        match read {
+            Ok(Some(Ok(pending))) => {
+                if !pending.is_empty() {
+                    tracing::info!(callbacks = pending.len(), "task callbacks still to deliver");
+                }
+                pending
+            }
+            Ok(Some(Err(e))) => {
+                tracing::error!(error = %e, "cannot read the pending task callbacks; they stay pending");
+                Vec::new()
+            }
+            Ok(None) | Err(_) => Vec::new(),
+        }
+    }
+
+    /// Delivers one task's callback: after `wait`, then after each failed attempt as
+    /// [`webhook::next_retry`] says, until a 2xx or 24 h. Each attempt reads the task anew
+    /// (nothing is held in memory between attempts; the store says where it stands).
+    async fn deliver(self: Arc<Self>, id: TaskId, mut wait: Duration) {
+        loop {
+            tokio::time::sleep(wait).await;
+            let mut due = match self.load(&id).await {
+                Loaded::Due(due) => due,
+                Loaded::Gone => return,
+                Loaded::Unreadable => {
+                    wait = UNREADABLE_AGAIN;
+                    continue;
+                }
+            };
+            let outcome = match &due.url {
+                Ok(url) => {
+                    let Ok(_permit) = self.in_flight.acquire().await else {
+                        return;
+                    };
+                    self.attempt(url, &due).await
+                }
+                Err(why) => Err(why.clone()),
+            };
+            let since_first = match &due.url {
+                // The first attempt is made as the task finishes.
+                Ok(_) => SystemTime::now()
+                    .duration_since(from_ms(due.finished_ms))
+                    .unwrap_or_default(),
+                // Never deliverable: given up at once.
+                Err(_) => webhook::GIVE_UP_AFTER,
+            };
+            let next = due.progress.attempted(outcome, since_first);
+            self.record(&id, &due.progress, next);
+            match next {
+                Some(next) => wait = next,
+                None => return,
+            }
+        }
+    }
+
+    /// One attempt, signed (when the secret is set) with its own timestamp.
+    async fn attempt(&self, url: &reqwest::Url, due: &Due) -> Result<(), String> {
+        let secret = self.secret()?;
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        webhook::deliver(
+            &self.client,
+            url,
+            &due.webhook_id,
+            &due.body,
+            secret.as_ref(),
+            now_unix,
+        )
+        .await
+    }
+
+    /// The signing secret, read from `callback_secret_env` for each attempt. An unset
+    /// variable sends unsigned (said once); a value that cannot sign fails the attempt. The
+    /// words never hold the value.
+    fn secret(&self) -> Result<Option<Secret>, String> {
+        let Some(name) = self.svc.fleet().registry.tasks.callback_secret_env.clone() else {
+            return Ok(None);
+        };
+        match std::env::var(&name) {
+            Ok(value) => Secret::from_env_value(&value)
+                .map(Some)
+                .map_err(|e| format!("{name}: {e}")),
+            Err(VarError::NotPresent) => {
+                if !self.unsigned_warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        env = %name,
+                        "tasks.callback_secret_env names a variable that is not set: callbacks go unsigned"
+                    );
+                }
+                Ok(None)
+            }
+            Err(VarError::NotUnicode(_)) => {
+                Err(format!("{name}: the callback secret is not UTF-8"))
+            }
+        }
+    }
+
+    /// The finished task as its callback body, if its callback is still pending.
+    async fn load(&self, id: &TaskId) -> Loaded {
+        let svc = Arc::clone(&self.svc);
+        let id2 = id.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let store = svc.store()?;
+            // The finished state (and this delivery's last record) went to the writer
+            // before: on disk once this returns.
+            store.flush(FLUSH_LIMIT);
+            Some(store.read(|c| Ok((tasks::task(c, &id2, None)?, tasks::request(c, &id2)?))))
+        })
+        .await;
+        let (task, request) = match read {
+            Ok(Some(Ok(read))) => read,
+            Ok(None) => return Loaded::Gone,
+            Ok(Some(Err(e))) => {
+                tracing::error!(task = %id, error = %e, "cannot read a finished task; its callback is tried again later");
+                return Loaded::Unreadable;
+            }
+            Err(_) => return Loaded::Unreadable,
+        };
+        match due(task, request) {
+            Some(due) => Loaded::Due(due),
+            None => Loaded::Gone,
+        }
+    }
+
+    /// Sends where the callback stands to the store (no wait: a lost write means one more
+    /// attempt after a restart, and delivery is at-least-once anyway).
+    fn record(&self, id: &TaskId, p: &Progress, next: Option<Duration>) {
+        match p.state {
+            Delivery::Delivered => {
+                tracing::info!(task = %id, attempts = p.attempts, "task callback delivered");
+            }
+            Delivery::Failed => tracing::warn!(
+                task = %id,
+                attempts = p.attempts,
+                last_error = p.last_error.as_deref().unwrap_or(""),
+                "task callback failed: no 2xx within 24 h"
+            ),
+            Delivery::Pending => tracing::debug!(
+                task = %id,
+                attempts = p.attempts,
+                last_error = p.last_error.as_deref().unwrap_or(""),
+                retry_in_s = next.map_or(0, |w| w.as_secs()),
+                "task callback attempt failed"
+            ),
+        }
+        let Some(store) = self.svc.store() else {
+            return;
+        };
+        let next_ms = next.map(|w| {
+            ms(SystemTime::now()).saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
+        });
+        let _ = store
+            .sender()
+            .send(Msg::TaskCallback(Box::new(CallbackWrite {
+                id: id.clone(),
+                state: p.state,
+                attempts: p.attempts,
+                last_error: p.last_error.clone(),
+                next_ms,
+            })));
+    }
+}
+
+/// What [`Worker::load`] found.
+enum Loaded {
+    Due(Due),
+    /// Delivered, failed, pruned, or no callback: nothing to do.
+    Gone,
+    /// The store could not be read: try again later.
+    Unreadable,
+}
+
+/// A finished task with a pending callback, as the body and headers of its next attempt.
+fn due(task: Option<Task>, request: Option<bytes::Bytes>) -> Option<Due> {
+    let task = task?;
+    let callback = task.callback.as_ref()?;
+    let finished_ms = task.finished_ms?;
+    if callback.state != Delivery::Pending || !task.status.is_finished() {
+        return None;
+    }
+    let request = request.and_then(|b| serde_json::from_slice::<Box<RawValue>>(&b).ok());
+    let result = task
+        .result
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<Box<RawValue>>(r).ok());
+    let shown = serde_json::to_value(task.whole(request.as_deref(), result.as_deref()))
+        .unwrap_or_else(|_| json!({"id": task.id, "object": "task", "status": task.status}));
+    Some(Due {
+        url: reqwest::Url::parse(&callback.url)
+            .map_err(|_| "the callback URL cannot be parsed".to_owned()),
+        webhook_id: format!("{}:{}", task.id, task.status.as_str()),
+        body: webhook::body_for(&shown),
+        finished_ms,
+        progress: Progress {
+            state: callback.state,
+            attempts: callback.attempts,
+            last_error: callback.last_error.clone(),
+        },
+    })
+}
+
+/// Where a callback stands, as the task shows it.
+#[derive(Clone, Debug, PartialEq)]
+struct Progress {
+    state: Delivery,
+    attempts: u32,
+    /// The last failed attempt's words; kept once delivered (it tells why it took more
+    /// than one attempt).
+    last_error: Option<String>,
+}
+
+impl Progress {
+    /// Counts an attempt that ended `outcome`, the first having been due `since_first`
+    /// ago; the wait before the next one, or `None` once delivered or given up.
+    fn attempted(
+        &mut self,
+        outcome: Result<(), String>,
+        since_first: Duration,
+    ) -> Option<Duration> {
+        self.attempts = self.attempts.saturating_add(1);
+        match outcome {
+            Ok(()) => {
+                self.state = Delivery::Delivered;
+                None
+            }
+            Err(why) => {
+                self.last_error = Some(why);
+                let next = webhook::next_retry(self.attempts, since_first);
+                if next.is_none() {
+                    self.state = Delivery::Failed;
+                }
+                next
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh() -> Progress {
+        Progress {
+            state: Delivery::Pending,
+            attempts: 0,
+            last_error: None,
+        }
+    }
+
+    const fn s(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn a_2xx_delivers_and_ends_the_delivery() {
+        let mut p = fresh();
+        assert_eq!(p.attempted(Ok(()), s(0)), None);
+        assert_eq!(
+            (p.state, p.attempts, p.last_error),
+            (Delivery::Delivered, 1, None)
+        );
+    }
+
+    #[test]
+    fn failures_retry_within_5s_then_doubling_and_keep_the_last_words() {
+        let mut p = fresh();
+        assert_eq!(p.attempted(Err("HTTP 500".into()), s(0)), Some(s(5)));
+        assert_eq!(
+            p.attempted(Err("connection refused".into()), s(5)),
+            Some(s(10))
+        );
+        assert_eq!(p.state, Delivery::Pending);
+        assert_eq!(p.attempted(Ok(()), s(15)), None);
+        assert_eq!(p.state, Delivery::Delivered);
+        assert_eq!(p.attempts, 3);
+        assert_eq!(p.last_error.as_deref(), Some("connection refused"));
+    }
+
+    #[test]
+    fn after_24h_a_failure_fails_the_callback() {
+        let mut p = fresh();
+        p.attempts = 33;
+        assert_eq!(
+            p.attempted(Err("HTTP 503".into()), webhook::GIVE_UP_AFTER - s(100)),
+            Some(s(100)),
+            "the last wait ends on the 24 h mark"
+        );
+        assert_eq!(
+            p.attempted(Err("HTTP 503".into()), webhook::GIVE_UP_AFTER),
+            None
+        );
+        assert_eq!((p.state, p.attempts), (Delivery::Failed, 35));
+        assert_eq!(p.last_error.as_deref(), Some("HTTP 503"));
+    }
+}
