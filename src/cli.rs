@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod run;
+pub mod task;
 
 pub use run::run;
 
@@ -51,6 +52,19 @@ pub enum Command {
         /// Print the raw /status JSON instead.
         #[arg(long)]
         json: bool,
+    },
+    /// Submit, show, list and cancel durable tasks on a running router (SPEC §10).
+    Task {
+        /// The router's base URL (bearer key, if needed, from LABROUTER_API_KEY).
+        #[arg(
+            long,
+            global = true,
+            default_value = "http://127.0.0.1:8080",
+            env = "LABROUTER_URL"
+        )]
+        url: String,
+        #[command(subcommand)]
+        command: TaskCommand,
     },
     /// Print the route and chain a prompt would take, and why.
     Route {
@@ -98,5 +112,73 @@ pub enum Command {
         send: bool,
         #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
         config: PathBuf,
+    },
+}
+
+/// `labrouter task ...`: what to do with tasks.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Submit a chat task; prints its id and status (with --wait, the answer).
+    Submit {
+        /// The prompt (one user message).
+        text: String,
+        /// Force this route (as x-labrouter-route) instead of routing by content.
+        #[arg(long)]
+        route: Option<String>,
+        /// Run only after this task succeeded (repeat for several); `{{after.0}}` in TEXT is
+        /// replaced by the first one's answer.
+        #[arg(long, value_name = "ID")]
+        after: Vec<String>,
+        /// -100..100; higher runs first.
+        #[arg(long, allow_hyphen_values = true)]
+        priority: Option<i32>,
+        /// A duration from now (2h) or an RFC 3339 time; unfinished by then, it expires.
+        #[arg(long)]
+        deadline: Option<String>,
+        /// The request's `model`: `auto` routes by content, a route or model name picks it.
+        #[arg(long, default_value = "auto")]
+        model: String,
+        /// Submit at most once: the same key with the same task returns the existing one.
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
+        /// Wait until it finished and print the answer (exit status 1 if it did not succeed).
+        #[arg(long)]
+        wait: bool,
+        /// Print the raw task object instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one task: status, route, attempts, what it waits for, its answer or error.
+    Show {
+        id: String,
+        /// Hold the answer until the task finished or this long passed (at most 10m).
+        #[arg(long, value_name = "DURATION")]
+        wait: Option<String>,
+        /// Print the raw task object instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tasks, newest first, as a table.
+    List {
+        /// Only tasks in this status (blocked, queued, waiting, running, succeeded, failed,
+        /// cancelled, expired).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many (1..1000; the router's default is 100).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Tasks older than this cursor (a previous page's `next_before`).
+        #[arg(long, value_name = "CURSOR")]
+        before: Option<i64>,
+        /// Print the raw page instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a task that has not finished (and its follow-ups); prints its new status.
+    Cancel {
+        id: String,
+        /// Print the raw task object instead.
+        #[arg(long)]
+        json: bool,
     },
 }

@@ -18,6 +18,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { config } => serve(&config).await,
         Command::Status { url, json } => crate::status::print(&url, json).await,
+        Command::Task { url, command } => super::task::run(&url, command).await,
         Command::Check { file } => match Registry::load(&file) {
             Ok(reg) => {
                 println!(
