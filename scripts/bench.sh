@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # labrouter benchmarks: proxy overhead against the simulated machine and against nginx,
 # fast-fail, streaming, a hung machine, the routing decision and memory, all in one run,
-# printed as one markdown table with the targets and whether each is met.
+# printed as one markdown table with the targets and whether each is met; then what tasks
+# cost (SPEC §10): durable submits per second, the scheduler's added latency, memory and
+# disk per queued task, and the time to resume a queue, in a second table.
 #
-#   scripts/bench.sh                 # about 2-3 minutes after the build
+#   scripts/bench.sh                 # about 3 minutes after the build
 #   BENCH_SECS=5 scripts/bench.sh    # shorter runs
+#   BENCH_ONLY=tasks scripts/bench.sh   # only the task benchmarks (~40 s; no wrk or nginx)
 #
 # Environment (defaults in brackets):
 #   BENCH_SECS [9]       seconds of measured load per target (wrk and fixed rate)
@@ -15,11 +18,18 @@
 #   BENCH_RPS [1000]     fixed request rate
 #   BENCH_STREAMS [1000] concurrent slow streams for the memory figure
 #   BENCH_CHUNKS [20]    chunks per stream in the streaming test; BENCH_DRIP [10ms] delay each
-#   BENCH_PORT [18100]   base port: sims at +1..+4, labrouter +10, nginx +11, second labrouter +12
-#   BENCH_NO_BUILD=1     use the binaries in target/release as they are
-#   BENCH_OUT            also write the table to this file
+#   BENCH_PORT [18100]   base port: sims at +1..+4, labrouter +10, nginx +11, second labrouter +12,
+#                        the task routers +13 and +14 (their machine, +9, is never started)
+#   BENCH_TASK_SECS [5]  seconds of submit load;  BENCH_TASK_CLIENTS [64] concurrent submitters
+#   BENCH_TASK_QUEUE [10000]  tasks queued for the memory, disk and resume figures
+#   BENCH_ONLY=tasks     run only the task benchmarks
+#   BENCH_NO_BUILD=1     use the binaries in target/release as they are ($CARGO_TARGET_DIR/release
+#                        when that is set)
+#   BENCH_OUT            also write the table(s) to this file
 #
-# Needs wrk and nginx (Debian packages; installed with apt-get when missing and run as root).
+# Needs wrk and nginx (Debian packages; installed with apt-get when missing and run as root),
+# except with BENCH_ONLY=tasks. The task figures write SQLite files under /tmp: on tmpfs
+# synchronous=FULL costs nothing, so mount a real disk there to measure durability.
 # All traffic goes to 127.0.0.1; every load run is bounded in time and count; everything the
 # script starts is stopped when it exits.
 set -euo pipefail
@@ -38,6 +48,12 @@ DRIP=${BENCH_DRIP:-10ms}
 BASE=${BENCH_PORT:-18100}
 P_FAST=$((BASE + 1)) P_DRIP=$((BASE + 2)) P_SLOW=$((BASE + 3)) P_HANG=$((BASE + 4))
 P_ROUTER=$((BASE + 10)) P_NGINX=$((BASE + 11)) P_ROUTER2=$((BASE + 12))
+P_HELD=$((BASE + 9)) P_TASKS=$((BASE + 13)) P_TASKS2=$((BASE + 14))
+ONLY=${BENCH_ONLY:-}
+case "$ONLY" in "" | tasks) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks\n' "$ONLY" >&2; exit 2;; esac
+TASK_SECS=${BENCH_TASK_SECS:-5}
+TASK_CLIENTS=${BENCH_TASK_CLIENTS:-64}
+TASK_QUEUE=${BENCH_TASK_QUEUE:-10000}
 CHAT=/v1/chat/completions
 BODY='{"model":"code","messages":[{"role":"user","content":"hi"}]}'
 
@@ -46,8 +62,10 @@ die() { printf 'bench.sh: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- tools
 need_install=()
-command -v wrk >/dev/null || need_install+=(wrk)
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_install+=(nginx)
+if [ "$ONLY" != tasks ]; then
+  command -v wrk >/dev/null || need_install+=(wrk)
+  command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_install+=(nginx)
+fi
 command -v curl >/dev/null || need_install+=(curl)
 if [ ${#need_install[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -68,8 +86,10 @@ if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
   log "cargo build --release --bin labrouter --examples"
   cargo build --release --quiet --bin labrouter --examples
 fi
-BIN=$ROOT/target/release
-for b in labrouter examples/bench_sim examples/bench_load; do
+TARGET=${CARGO_TARGET_DIR:-target}
+case "$TARGET" in /*) ;; *) TARGET=$ROOT/$TARGET;; esac
+BIN=$TARGET/release
+for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks; do
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run cargo build --release --examples"
 done
 
@@ -112,10 +132,127 @@ start() { # name port command... ; sets LAST_PID (no subshell: the trap must see
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # kv LINE KEY -> value of KEY=value in LINE
 kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
+# Formatting for the tables.
+f() { awk -v v="$1" -v d="${2:-0}" 'BEGIN { printf "%.*f", d, v }'; }
+ms() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1000 }'; }           # µs -> ms
+mb() { awk -v v="$1" 'BEGIN { printf "%.1f", v / 1024 }'; }           # kB -> MB
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+ok() { awk "BEGIN { exit !($1) }" && echo "**met**" || echo "**missed**"; }
+thousands() { printf '%.0f' "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+machine() {
+  local cpu
+  cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+  echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($cpu), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load before: $LOAD_BEFORE"
+}
 
-for p in "$P_FAST" "$P_DRIP" "$P_SLOW" "$P_HANG" "$P_ROUTER" "$P_NGINX" "$P_ROUTER2"; do
+for p in "$P_FAST" "$P_DRIP" "$P_SLOW" "$P_HANG" "$P_ROUTER" "$P_NGINX" "$P_ROUTER2" \
+  "$P_HELD" "$P_TASKS" "$P_TASKS2"; do
   port_free "$p" || die "127.0.0.1:$p is taken (set BENCH_PORT to another base)"
 done
+
+# ---------------------------------------------------------------- tasks (SPEC §10)
+# Section 8, defined here: it runs after section 7, or alone with BENCH_ONLY=tasks. Routers
+# whose one machine is held down (forced open by hand), so submitted tasks queue.
+tasks_config() { # listen-port state-dir -> registry file
+  local f="$TMP/tasks-$1.yaml"
+  cat >"$f" <<EOF
+server:
+  listen: 127.0.0.1:$1
+  state_dir: $2
+tasks:
+  max_queued: 10000000
+machines:
+  held: { url: "http://127.0.0.1:$P_HELD/v1" }
+models:
+  held-m: { machine: held, name: sim-held }
+routes:
+  - { name: code, keywords: [refactor], chain: [held-m] }
+  - { name: chat, default: true, chain: [held-m] }
+EOF
+  "$BIN/labrouter" check "$f" >/dev/null || die "generated registry $f is invalid"
+  echo "$f"
+}
+hold_down() { # router port
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -H 'content-type: application/json' \
+    -d '{"by":"bench.sh","why":"tasks benchmark: tasks queue"}' "http://127.0.0.1:$1/admin/breakers/held/open")
+  [ "$code" = 200 ] || die "holding the task machine down answered $code"
+}
+stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# Sets T_SUBMIT T_QUEUE T_RESUME T_STORE T_LATENCY (bench_tasks lines).
+task_benchmarks() {
+  local tasks=$BIN/examples/bench_tasks reg pid
+  log "8a. tasks: $TASK_CLIENTS clients submitting for ${TASK_SECS}s (synchronous=FULL, machine held down)"
+  reg=$(tasks_config "$P_TASKS" "$TMP/tasks-a")
+  start tasks-a "$P_TASKS" env RUST_LOG=warn "$BIN/labrouter" serve --config "$reg"
+  pid=$LAST_PID
+  hold_down "$P_TASKS"
+  T_SUBMIT=$("$tasks" submit --url "http://127.0.0.1:$P_TASKS/v1/tasks" --clients "$TASK_CLIENTS" \
+    --secs "$TASK_SECS") || die "bench_tasks submit failed"
+  stop_pid "$pid"
+
+  log "8c. tasks: $TASK_QUEUE queued on a fresh router: RSS and disk"
+  reg=$(tasks_config "$P_TASKS2" "$TMP/tasks-c")
+  start tasks-c "$P_TASKS2" env RUST_LOG=warn "$BIN/labrouter" serve --config "$reg"
+  pid=$LAST_PID
+  hold_down "$P_TASKS2"
+  sleep 1
+  T_QUEUE=$("$tasks" queue --url "http://127.0.0.1:$P_TASKS2/v1/tasks" --n "$TASK_QUEUE" \
+    --clients "$TASK_CLIENTS" --rss-pid "$pid" --db "$TMP/tasks-c/labrouter.db") ||
+    die "bench_tasks queue failed"
+  stop_pid "$pid"
+
+  log "8d. tasks: resuming those $TASK_QUEUE (Service::remembering on the stopped router's state)"
+  T_RESUME=$(RUST_LOG=warn "$tasks" resume --config "$reg" --expect "$TASK_QUEUE") ||
+    die "bench_tasks resume failed"
+
+  log "8a. tasks: library submits, synchronous=FULL against NORMAL, 2 rounds of 3s each"
+  T_STORE=$("$tasks" store --dir "$TMP/tasks-store" --clients "$TASK_CLIENTS" --secs 3 --rounds 2) ||
+    die "bench_tasks store failed"
+
+  log "8b. tasks: submit to first upstream byte against a direct request, idle lab"
+  T_LATENCY=$(RUST_LOG=warn "$tasks" latency --dir "$TMP/tasks-latency" --n 100) ||
+    die "bench_tasks latency failed"
+}
+
+# The task table (section 8) from what task_benchmarks set.
+task_table() {
+  local full normal sub_rps fr nr q_mem l_a50
+  full=$(grep 'synchronous=full' <<<"$T_STORE") normal=$(grep 'synchronous=normal' <<<"$T_STORE")
+  sub_rps=$(kv "$T_SUBMIT" rps) fr=$(kv "$full" rps) nr=$(kv "$normal" rps)
+  q_mem=$(kv "$T_QUEUE" mem_per_task_b) l_a50=$(kv "$T_LATENCY" added_p50_us)
+  cat <<EOF
+| # | tasks (SPEC §10) | result | goal | verdict |
+|---|---|---|---|---|
+| 8a | durable submits through HTTP, $TASK_CLIENTS clients, synchronous=FULL (the router, its machine held down) | **$(thousands "$sub_rps")/s**; 202 after p50 $(ms "$(kv "$T_SUBMIT" p50_us)") / p99 $(ms "$(kv "$T_SUBMIT" p99_us)") ms | ≥ 2,000/s | $(ok "$sub_rps >= 2000") |
+| 8a | the same through the library (scheduler + writer, no HTTP), FULL against NORMAL | FULL $(thousands "$fr")/s (p50 $(ms "$(kv "$full" p50_us)") ms), NORMAL $(thousands "$nr")/s (p50 $(ms "$(kv "$normal" p50_us)") ms): **FULL/NORMAL $(ratio "$fr" "$nr")×** | — | — |
+| 8b | submit to first upstream byte on an idle lab, p50 / p99 (ms) | direct request $(ms "$(kv "$T_LATENCY" direct_p50_us)") / $(ms "$(kv "$T_LATENCY" direct_p99_us)"), task $(ms "$(kv "$T_LATENCY" task_p50_us)") / $(ms "$(kv "$T_LATENCY" task_p99_us)"): **added $(ms "$l_a50") / $(ms "$(kv "$T_LATENCY" added_p99_us)") ms** (its 202 after $(ms "$(kv "$T_LATENCY" ack_p50_us)")) | ≤ 2 ms added | $(ok "$l_a50 <= 2000") |
+| 8c | memory per queued task, $(thousands "$TASK_QUEUE") queued | RSS $(mb "$(kv "$T_QUEUE" rss_before_kb)") → $(mb "$(kv "$T_QUEUE" rss_after_kb)") MB: **$(f "$q_mem") B per task** after a warm-up of $(kv "$T_QUEUE" warmup) submitted and cancelled; $(f "$(kv "$T_QUEUE" cold_mem_per_task_b)") B counting the warm-up's one-time growth from $(mb "$(kv "$T_QUEUE" rss_cold_kb)") MB | ≤ 2 KB | $(ok "$q_mem <= 2048") |
+| 8c | disk per queued task | SQLite file $(mb "$(( $(kv "$T_QUEUE" db_b) / 1024 ))") MB + WAL $(mb "$(( $(kv "$T_QUEUE" wal_b) / 1024 ))") MB: **$(f "$(kv "$T_QUEUE" disk_per_task_b)") B per task** | — | — |
+| 8d | resume $(thousands "$(kv "$T_RESUME" tasks)") queued tasks at start (Service::remembering) | **$(kv "$T_RESUME" first_ms) ms** (best of $(kv "$T_RESUME" runs): $(kv "$T_RESUME" best_ms) ms) | — | — |
+EOF
+}
+task_report() {
+  TASK_TABLE=$(task_table)
+  echo
+  echo "labrouter task benchmarks — $(machine)"
+  echo "One router process per figure on 127.0.0.1 (the load generator beside it); the library and latency figures run in-process. SQLite files under /tmp ($(df -T /tmp | awk 'NR == 2 {print $2}'))."
+  echo
+  echo "$TASK_TABLE"
+  echo
+  echo "raw: $T_SUBMIT"
+  echo "raw: $T_STORE" | sed '2s/^/raw: /'
+  echo "raw: $T_LATENCY"
+  echo "raw: $T_QUEUE"
+  echo "raw: $T_RESUME"
+}
+if [ "$ONLY" = tasks ]; then
+  task_benchmarks
+  task_report
+  if [ -n "${BENCH_OUT:-}" ]; then echo "$TASK_TABLE" >"$BENCH_OUT"; fi
+  exit 0
+fi
 
 log "starting sims, labrouter and nginx on 127.0.0.1:$BASE+"
 SIM=$BIN/examples/bench_sim
@@ -267,14 +404,10 @@ HELD_BODY='{"model":"held","stream":true,"messages":[{"role":"user","content":"h
 M_STREAMS=$("$LOAD" streams --url "http://127.0.0.1:$P_ROUTER2$CHAT" --n "$STREAMS" \
   --rss-pid "$ROUTER2_PID" --body "$HELD_BODY")
 
-# ---------------------------------------------------------------- the table
-f() { awk -v v="$1" -v d="${2:-0}" 'BEGIN { printf "%.*f", d, v }'; }
-ms() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1000 }'; }           # µs -> ms
-mb() { awk -v v="$1" 'BEGIN { printf "%.1f", v / 1024 }'; }           # kB -> MB
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
-ok() { awk "BEGIN { exit !($1) }" && echo "**met**" || echo "**missed**"; }
-thousands() { printf '%.0f' "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
+# ---------------------------------------------------------------- 8: tasks
+task_benchmarks
 
+# ---------------------------------------------------------------- the table
 rd=$(kv "$W_DIRECT" rps) rr=$(kv "$W_ROUTER" rps) rn=$(kv "$W_NGINX" rps)
 x_direct=$(ratio "$rr" "$rd") x_nginx=$(ratio "$rr" "$rn") n_direct=$(ratio "$rn" "$rd")
 p50d=$(kv "$W_DIRECT" p50_us) p99d=$(kv "$W_DIRECT" p99_us)
@@ -318,9 +451,8 @@ TABLE=$(cat <<EOF
 EOF
 )
 
-cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 echo
-echo "labrouter benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($cpu), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "labrouter benchmarks — $(machine)"
 echo "wrk -t$THREADS -c$CONNS, $ROUNDS rounds of ${ROUND_SECS}s per target taking turns (req/s averaged, percentiles the median round), after ${WARMUP}s warm-up; fixed rate in 1s turns. The sim, labrouter, nginx and the load generator share the cores."
 echo
 echo "$TABLE"
@@ -335,4 +467,5 @@ echo "raw: rate nginx: $R_NGINX"
 echo "raw: stream direct: $S_DIRECT"
 echo "raw: stream labrouter: $S_ROUTER"
 echo "raw: streams: $M_STREAMS"
-if [ -n "${BENCH_OUT:-}" ]; then echo "$TABLE" >"$BENCH_OUT"; fi
+task_report
+if [ -n "${BENCH_OUT:-}" ]; then printf '%s\n\n%s\n' "$TABLE" "$TASK_TABLE" >"$BENCH_OUT"; fi
