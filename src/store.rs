@@ -74,7 +74,13 @@ pub struct Store {
     tx: mpsc::Sender<Msg>,
     /// Taken by `Drop` to wait for the last writes.
     writer: Option<JoinHandle<()>>,
+    /// Read-only connections kept for [`Store::read`]: opening one re-reads the schema,
+    /// which was most of a task submit's cost.
+    readers: std::sync::Mutex<Vec<Connection>>,
 }
+
+/// At most this many idle read connections are kept.
+const READERS_KEPT: usize = 4;
 
 fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     move |source| StoreError::Sqlite {
@@ -141,6 +147,7 @@ impl Store {
                 path,
                 tx,
                 writer: Some(writer),
+                readers: std::sync::Mutex::new(Vec::new()),
             },
             restored,
         ))
@@ -179,12 +186,19 @@ impl Store {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
-        let conn = schema::open_read_only(&self.path)?;
-        f(&conn).map_err(sqlite(&self.path))
+        let kept = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match kept {
+            Some(c) => c,
+            None => schema::open_read_only(&self.path)?,
+        };
+        let out = f(&conn).map_err(sqlite(&self.path));
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if readers.len() < READERS_KEPT {
+            readers.push(conn);
+        }
+        out
     }
 
-    /// Asks the writer to delete ledger rows older than `keep` (SPEC §7: the database does
-    /// not grow without bound).
     /// Asks the writer to delete ledger rows older than `keep`, and idempotent answers older
     /// than [`ANSWERS_KEEP`] (SPEC §7: the database does not grow without bound).
     pub fn prune(&self, keep: Duration) {

@@ -104,16 +104,22 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
             fingerprint: keyed.fingerprint().to_string(),
         }
     });
+    let request = new.request.clone();
     let submitted = s
         .submit(&owner, new, idem, fleet.registry.tasks.max_queued)
         .await
         .map_err(store_error)?;
-    let (status, task, replayed) = match submitted {
-        Submitted::New(t) => (StatusCode::ACCEPTED, t, false),
-        Submitted::Replayed(t) => (StatusCode::OK, t, true),
+    let mut resp = match submitted {
+        // A new task is shown with the request just read: no need to read it back.
+        Submitted::New(task) => {
+            let raw = serde_json::from_slice::<&RawValue>(&request).ok();
+            let mut resp = Json(task.whole(raw, None)).into_response();
+            *resp.status_mut() = StatusCode::ACCEPTED;
+            resp
+        }
+        Submitted::Replayed(task) => shown(s, &task, true).await?,
     };
-    let mut resp = shown(s, &task, true).await?;
-    *resp.status_mut() = status;
+    let replayed = resp.status() != StatusCode::ACCEPTED;
     if replayed {
         resp.headers_mut()
             .insert(REPLAYED.clone(), HeaderValue::from_static("true"));
