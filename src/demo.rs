@@ -1,18 +1,27 @@
 //! `labrouter demo`: three simulated machines and the router on 127.0.0.1, a steady stream of
-//! mixed tasks, and a scripted outage narrated as it happens (the README's first command).
+//! mixed interactive requests, an evening pipeline of tasks, and a scripted outage narrated
+//! as it happens (the README's first command).
 //!
-//! The story: the GPU box goes away for an update (connection refused) and comes back, then
-//! hard-freezes (hung) and comes back; the CPU box fills its disk (HTTP 500) and is cleaned
-//! up. Every breaker transition is narrated from the hub's broadcast, every new kind of
-//! reroute from the response headers, and the end is a summary: tasks served, rerouted and
-//! failed, and the attempts that reached dead machines against a retry-3-times client's.
+//! The story: the GPU box goes away for an update (connection refused); while it is away the
+//! CPU box fills its disk (HTTP 500), so no machine that runs the coder model is up, and an
+//! agent submits its evening pipeline (code reviews, each with a follow-up that uses its
+//! answer). Interactive code requests degrade to the small local model; the tasks, which
+//! accept only the coder model, wait instead of failing. The disk is cleaned up and the tasks
+//! run; the GPU box comes back, later hard-freezes (hung) and comes back again. Every breaker
+//! transition is narrated from the hub's broadcast, every new kind of reroute from the
+//! response headers, the tasks from their queue, and the end is a summary: requests served,
+//! rerouted and failed, tasks that waited, finished and failed, and the attempts that reached
+//! dead machines against a retry-3-times client's.
 //!
-//! It waits only on tokio's clock, so a paused-clock test plays the whole story at once.
+//! It waits only on tokio's clock, so a paused-clock test plays the whole story at once. The
+//! tasks live in a SQLite file in a fresh temporary directory, removed at the end.
 
 use std::io::Write;
 use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -23,24 +32,30 @@ use crate::registry::{Registry, RegistryError};
 use crate::service::{Service, ServiceError};
 use crate::sim::Sim;
 
+mod agent;
 mod narrate;
+mod pipeline;
 mod setup;
 mod show;
+mod summary;
 mod traffic;
 
+pub use summary::{MachineSummary, Summary, TaskSummary};
+
 use narrate::Narrator;
+use pipeline::Pipeline;
 use setup::scaled;
 use show::Show;
 use traffic::Traffic;
 
-/// Agents sending tasks at once, and how often each sends one (story time).
+/// Agents sending interactive requests at once, and how often each sends one (story time).
 const WORKERS: u32 = 4;
 const EVERY_S: f64 = 0.25;
 
 /// How the demo runs.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// 1.0 plays the story in real time (about 37 s); 2.0 twice as fast, timeouts and
+    /// 1.0 plays the story in real time (about 34 s); 2.0 twice as fast, timeouts and
     /// cooldowns included. Between 0.25 and 4.
     pub speed: f64,
     /// Keep a `\r`-rewritten progress line under the narration (for a terminal).
@@ -56,62 +71,6 @@ impl Default for Options {
     }
 }
 
-/// What the demo did.
-#[derive(Clone, Debug)]
-pub struct Summary {
-    pub elapsed: Duration,
-    pub sent: u64,
-    /// Tasks answered 200 with a complete answer.
-    pub served: u64,
-    /// Served tasks answered by a target other than their route's first.
-    pub rerouted: u64,
-    /// Tasks whose final answer was not a complete 200.
-    pub failed: u64,
-    /// In registry order: gpu-box, ubuntu-box, local.
-    pub machines: Vec<MachineSummary>,
-}
-
-/// One machine's part in the story.
-#[derive(Clone, Debug, Default)]
-pub struct MachineSummary {
-    pub name: String,
-    /// closed -> open.
-    pub trips: u32,
-    /// half-open -> open: a probe found it still down.
-    pub failed_probes: u32,
-    /// -> closed.
-    pub recoveries: u32,
-    /// Tasks whose route tries this machine first, sent while the story had it down.
-    pub tasks_while_down: u64,
-    /// Requests the router sent to it while it was down (its `remote_attempts` over the
-    /// outage windows, probes included).
-    pub attempts_while_down: u64,
-    /// Of those, the ones that reached the machine (a refused connection reaches nothing).
-    pub reached_while_down: u64,
-}
-
-impl MachineSummary {
-    /// What a client retrying each of those tasks 3 times on this machine would have sent.
-    pub fn retry3_attempts(&self) -> u64 {
-        3 * self.tasks_while_down
-    }
-}
-
-impl Summary {
-    /// Attempts at dead machines labrouter did not make, against a retry-3-times client.
-    pub fn saved(&self) -> u64 {
-        self.machines
-            .iter()
-            .map(|m| m.retry3_attempts().saturating_sub(m.attempts_while_down))
-            .sum()
-    }
-
-    /// Every task sent was served.
-    pub fn all_served(&self) -> bool {
-        self.failed == 0 && self.served == self.sent
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
     #[error("--speed must be a number between 0.25 and 4, got {0}")]
@@ -124,6 +83,39 @@ pub enum DemoError {
     Service(#[from] ServiceError),
     #[error("cannot build the demo's HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    #[error("the demo's router keeps no tasks (a bug): it was started without a store")]
+    NoTasks,
+}
+
+/// A fresh directory for the demo's task store under the system's temporary directory,
+/// removed (with the store) when dropped.
+struct StateDir(PathBuf);
+
+impl StateDir {
+    fn create() -> std::io::Result<StateDir> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!(
+            "labrouter-demo-{}-{nanos}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&dir)?;
+        Ok(StateDir(dir))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Plays the demo, writing the narration and the summary to `out`.
@@ -147,12 +139,40 @@ async fn with_sims(
     sims: &[Sim; 3],
     out: &mut dyn Write,
 ) -> Result<Summary, DemoError> {
+    let state = StateDir::create()?;
+    let played = with_store(opts, sims, state.path(), out).await;
+    // The store is closed by now: the directory goes, whatever happened.
+    drop(state);
+    played
+}
+
+async fn with_store(
+    opts: &Options,
+    sims: &[Sim; 3],
+    state_dir: &Path,
+    out: &mut dyn Write,
+) -> Result<Summary, DemoError> {
     let urls = sims.each_ref().map(|s| s.base_url());
-    let yaml = setup::registry_yaml(urls.each_ref().map(String::as_str), opts.speed);
+    let yaml = setup::registry_yaml(urls.each_ref().map(String::as_str), opts.speed, state_dir);
     let registry = Registry::parse(&yaml, "demo registry")?;
-    let svc = Arc::new(Service::in_memory(registry, None)?);
+    let svc = Arc::new(Service::remembering(registry, None)?);
+    let played = with_service(opts, sims, &svc, state_dir, out).await;
+    // The last handle on the store joins its writer thread: off the runtime's threads.
+    let _ = tokio::task::spawn_blocking(move || drop(svc)).await;
+    played
+}
+
+async fn with_service(
+    opts: &Options,
+    sims: &[Sim; 3],
+    svc: &Arc<Service>,
+    state_dir: &Path,
+    out: &mut dyn Write,
+) -> Result<Summary, DemoError> {
     let fleet = svc.fleet();
     let mut transitions = svc.bus().subscribe();
+    let scheduler = svc.tasks().cloned().ok_or(DemoError::NoTasks)?;
+    let queue = tokio::spawn(Arc::clone(&scheduler).run());
 
     // `serve` sets TCP_NODELAY on every accepted connection.
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
@@ -163,14 +183,15 @@ async fn with_sims(
     };
     let server = tokio::spawn(crate::serve(
         listener,
-        Arc::clone(&svc),
+        Arc::clone(svc),
         stopped,
         Duration::from_secs(5),
     ));
 
     let traffic = Arc::new(Traffic::new(&fleet.registry, &router)?);
+    let pipeline = Pipeline::new(scheduler, Arc::clone(&fleet));
     let mut narrator = Narrator::new(out, Instant::now(), opts.progress);
-    header(&mut narrator, &fleet, &router, opts)?;
+    header(&mut narrator, &fleet, &router, opts, &pipeline, state_dir)?;
 
     let start = Instant::now();
     narrator.restart(start);
@@ -198,20 +219,24 @@ async fn with_sims(
         Arc::clone(&fleet),
         sims,
         Arc::clone(&traffic),
+        pipeline,
         narrator,
     );
     let played = show.play(&mut transitions, &mut done, &stop).await;
+    let elapsed = start.elapsed();
 
-    // Whatever happened, stop the traffic and the router before returning.
+    // Whatever happened, stop the traffic, the router and the queue before returning.
     let _ = stop.send(true);
     for w in workers {
         let _ = w.await;
     }
+    let summary = show.summary(elapsed).await;
     let _ = stop_router.send(());
     let _ = server.await;
+    queue.abort();
+    let _ = queue.await;
     played?;
 
-    let summary = show.summary(start.elapsed());
     show.narrator().plain("")?;
     show.narrator().plain(&summary.to_string())?;
     Ok(summary)
@@ -223,6 +248,8 @@ fn header(
     fleet: &Fleet,
     router: &str,
     opts: &Options,
+    pipeline: &Pipeline,
+    state_dir: &Path,
 ) -> std::io::Result<()> {
     let reg = &fleet.registry;
     n.plain("labrouter demo: three simulated machines and the router, all on 127.0.0.1")?;
@@ -260,8 +287,28 @@ fn header(
         ))?;
     }
     n.plain(&format!(
-        "  traffic: {WORKERS} agents, each sending a task every {} (code, vision, summarize, chat)",
+        "  traffic: {WORKERS} agents, each sending an interactive request every {} (code, vision, summarize, chat)",
         words(scaled(EVERY_S, opts.speed))
     ))?;
+    let limits = &reg.tasks;
+    n.plain(&format!(
+        "  tasks: stored in {} (removed at the end); at most {} running, {} per machine",
+        state_dir.display(),
+        limits.max_running,
+        reg.machines.iter().map(|m| m.task_slots).max().unwrap_or(1)
+    ))?;
+    if let Some(at) = setup::story()
+        .iter()
+        .find(|s| matches!(s.act, setup::Act::Pipeline))
+        .map(|s| s.at)
+    {
+        n.plain(&format!(
+            "  pipeline: at {} an agent submits {} code reviews to route '{}' (accept: same_model, so {} only), each with a follow-up (after: [review], {{{{after.0}}}} in its content)",
+            words(scaled(at, opts.speed)),
+            agent::REVIEWS,
+            agent::ROUTE,
+            pipeline.targets()
+        ))?;
+    }
     n.plain("")
 }

@@ -1,5 +1,6 @@
-//! `labrouter demo` runs to completion with 0 failed tasks, and tells the whole story.
-//! The demo waits only on tokio's clock, so the paused clock plays its ~37 s at once.
+//! `labrouter demo` runs to completion with 0 failed requests and 0 failed tasks, and tells
+//! the whole story. The demo waits only on tokio's clock, so the paused clock plays its
+//! ~33 s at once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -45,6 +46,28 @@ async fn the_demo_runs_to_completion_with_0_failed_tasks() {
     );
     assert!(!text.contains("FAILED"), "{text}");
     assert!(!text.contains('\r'), "no progress line unless asked for");
+    // The evening pipeline: 40 reviews and their 40 follow-ups, every one finished.
+    let t = &s.tasks;
+    assert_eq!(
+        (t.planned, t.submitted, t.follow_ups),
+        (80, 80, 40),
+        "{text}"
+    );
+    assert_eq!((t.finished, t.failed), (80, 0), "{text}");
+    assert_eq!(t.follow_ups_ran, 40, "{text}");
+    assert_eq!(
+        t.waited, 40,
+        "every review waited out the outage (the follow-ups were blocked on them): {text}"
+    );
+    // The tasks lived in a temporary directory, gone when the demo ends.
+    let stored = lines_with(&text, &["  tasks: stored in "])[0];
+    let dir = stored
+        .split_once("stored in ")
+        .and_then(|(_, rest)| rest.split_once(" (removed at the end)"))
+        .map(|(dir, _)| dir)
+        .expect("the header names the state directory");
+    assert!(dir.contains("labrouter-demo-"), "{dir}");
+    assert!(!std::path::Path::new(dir).exists(), "{dir} is left behind");
 }
 
 #[tokio::test(start_paused = true)]
@@ -99,7 +122,8 @@ async fn the_narration_tells_each_event_of_the_story_in_order() {
         closed < freeze && freeze < hung && hung < hung_trip && hung_trip < power_cycled,
         "{text}"
     );
-    // The CPU box fills its disk: HTTP 500s, a trip, summaries served by the small model.
+    // While the GPU box is away, the CPU box fills its disk: HTTP 500s, a trip, summaries
+    // served by the small model, and no machine that runs the coder model is up.
     let disk = at(&text, &["story: ubuntu-box fills its disk"]);
     let http500 = at(
         &text,
@@ -111,21 +135,83 @@ async fn the_narration_tells_each_event_of_the_story_in_order() {
     let cpu_probe = at(&text, &["ubuntu-box HALF-OPEN"]);
     let cpu_closed = at(&text, &["ubuntu-box CLOSED: probe succeeded"]);
     assert!(
-        power_cycled < disk && disk < http500 && http500 < cleaned,
+        still_away < disk && disk < http500 && http500 < cleaned && cleaned < back,
         "{text}"
     );
     assert!(cleaned < cpu_probe && cpu_probe < cpu_closed, "{text}");
+    // Interactive code requests degrade to the small model meanwhile.
+    let degraded = at(&text, &["reroute: code", "served by small@local"]);
+    assert!(disk < degraded && degraded < cpu_closed, "{text}");
+    // The pipeline arrives then: its tasks wait, sending nothing, and fail none.
+    let submitted = at(&text, &["story: an agent submits its evening pipeline"]);
+    let stored = at(
+        &text,
+        &["tasks: 80 submitted and stored: 40 reviews ready, 40 follow-ups blocked"],
+    );
+    let waiting = at(
+        &text,
+        &[
+            "tasks: 40 waiting (every target of route 'code' they accept is held back",
+            "40 follow-ups blocked on them, 0 failed",
+        ],
+    );
+    let says = at(
+        &text,
+        &["is waiting: every target it accepts is held back: coder-gpu@gpu-box open"],
+    );
+    assert!(
+        http500 < submitted && submitted < stored && stored < waiting && waiting < says,
+        "{text}"
+    );
+    assert!(says < cleaned, "they wait while the disk is full: {text}");
+    // The CPU box is back: the tasks run and finish, follow-ups with their review's answer.
+    let running = at(
+        &text,
+        &[
+            "tasks: running again (coder-cpu@ubuntu-box is back)",
+            "0 failed",
+        ],
+    );
+    let finished = at(
+        &text,
+        &[
+            "tasks: all 80 finished: 80 succeeded (40 had waited out the outage; 40 follow-ups ran with their review's answer), 0 failed",
+        ],
+    );
+    assert!(cpu_closed < running && running < finished, "{text}");
     // And the summary.
     let end = at(&text, &["Summary after"]);
-    assert!(cpu_closed < end, "{text}");
+    assert!(
+        cpu_closed < end && finished < end && power_cycled < end,
+        "{text}"
+    );
     assert!(
         text.contains(&format!("labrouter saved {} wasted attempts", s.saved())),
         "{text}"
     );
     assert!(text.contains("failed           0"), "{text}");
+    for line in [
+        "submitted       80   (40 reviews + 40 follow-ups, each after its review)",
+        "waited          40   (ready while every machine they accept was held back by its breaker)",
+        "finished        80",
+        "follow-ups ran  40",
+        &format!(
+            "sent to dead  {:>4}   (failed tries in their attempt lists",
+            s.tasks.sent_to_down
+        ),
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+    assert_eq!(
+        lines_with(&text, &["failed           0"]).len(),
+        2,
+        "0 requests and 0 tasks failed: {text}"
+    );
     assert!(
-        text.trim_end()
-            .ends_with(&format!("0 of {} tasks failed.", s.sent)),
+        text.trim_end().ends_with(&format!(
+            "0 of {} requests and 0 of 80 tasks failed.",
+            s.sent
+        )),
         "{text}"
     );
 }
@@ -173,6 +259,11 @@ async fn dead_machines_get_far_fewer_attempts_than_a_retrying_client_would_send(
     assert!(gpu.reached_while_down < gpu.attempts_while_down, "{gpu:?}");
     assert_eq!(cpu.reached_while_down, cpu.attempts_while_down, "{cpu:?}");
     assert!(s.saved() > 100, "{text}");
+    // The 40 waiting tasks sent the down machines nothing beyond a probe per cooldown
+    // (at most one per machine in the window), where a queue retrying each 3 times would
+    // have sent 120.
+    assert_eq!(s.tasks.waited, 40, "{text}");
+    assert!(s.tasks.sent_to_down <= 2, "{:?}\n{text}", s.tasks);
 }
 
 #[tokio::test(start_paused = true)]
@@ -203,6 +294,8 @@ async fn twice_the_speed_tells_the_same_story_in_half_the_time() {
     let s = run(&opts, &mut out).await.expect("demo ran");
     let text = String::from_utf8(out).unwrap();
     assert_eq!(s.failed, 0, "{text}");
+    assert_eq!((s.tasks.finished, s.tasks.failed), (80, 0), "{text}");
+    assert!(s.tasks.waited > 0, "{text}");
     assert!(s.elapsed.as_secs_f64() < 20.0, "{:?}", s.elapsed);
     assert!(
         text.contains("gpu-box HALF-OPEN: cooldown of 2s passed"),

@@ -1,14 +1,12 @@
 //! The demo's words: timestamped narration lines, the live progress line, breaker
 //! transitions and reroutes in plain words, and the closing summary.
 
-use std::fmt;
 use std::io::{self, Write};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::traffic::{Done, Served};
-use super::Summary;
 use crate::breaker::Phase;
 use crate::fleet::Fleet;
 use crate::machines::Transitioned;
@@ -166,7 +164,7 @@ fn why(token: &str) -> &str {
         .map_or(token, |r: Reason| r.describe())
 }
 
-/// A rerouted task: where it went and what it passed over.
+/// A rerouted request: where it went and what it passed over.
 pub fn reroute(d: &Done, s: &Served) -> String {
     let passed: Vec<String> = s
         .skipped
@@ -178,71 +176,10 @@ pub fn reroute(d: &Done, s: &Served) -> String {
         })
         .collect();
     format!(
-        "  reroute: {} task #{} served by {}, passed over {}",
+        "  reroute: {} request #{} served by {}, passed over {}",
         d.kind.route(),
         d.n,
         s.target,
         passed.join(", ")
     )
-}
-
-impl fmt::Display for Summary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "Summary after {:.1}s", self.elapsed.as_secs_f64())?;
-        writeln!(f, "  tasks sent  {:>6}", self.sent)?;
-        writeln!(f, "  served      {:>6}", self.served)?;
-        writeln!(
-            f,
-            "  rerouted    {:>6}   (served by a later target of their route's chain)",
-            self.rerouted
-        )?;
-        writeln!(f, "  failed      {:>6}", self.failed)?;
-        writeln!(f)?;
-        writeln!(
-            f,
-            "  {:<11} {:>5} {:>13} {:>16} {:>21} {:>15}",
-            "machine",
-            "trips",
-            "failed probes",
-            "tasks while down",
-            "sent to it while down",
-            "retry-3 client"
-        )?;
-        for m in &self.machines {
-            writeln!(
-                f,
-                "  {:<11} {:>5} {:>13} {:>16} {:>21} {:>15}",
-                m.name,
-                m.trips,
-                m.failed_probes,
-                m.tasks_while_down,
-                m.attempts_while_down,
-                m.retry3_attempts()
-            )?;
-        }
-        let sum = |g: fn(&super::MachineSummary) -> u64| self.machines.iter().map(g).sum::<u64>();
-        writeln!(f)?;
-        writeln!(
-            f,
-            "  While machines were down, labrouter sent them {} requests: the failures that tripped",
-            sum(|m| m.attempts_while_down)
-        )?;
-        writeln!(
-            f,
-            "  each breaker, then one probe per cooldown ({} reached a machine; a refused connection",
-            sum(|m| m.reached_while_down)
-        )?;
-        writeln!(
-            f,
-            "  reaches nothing). A client retrying each task 3 times would have sent {}.",
-            sum(|m| m.retry3_attempts())
-        )?;
-        write!(
-            f,
-            "  labrouter saved {} wasted attempts to dead machines, and {} of {} tasks failed.",
-            self.saved(),
-            self.failed,
-            self.sent
-        )
-    }
 }

@@ -1,6 +1,7 @@
-//! The demo's lab on paper: its registry (generated for the sims' loopback ports) and the
-//! story's timeline.
+//! The demo's lab on paper: its registry (generated for the sims' loopback ports and a
+//! temporary task store) and the story's timeline.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::sim::Fault;
@@ -22,16 +23,22 @@ pub enum Act {
     Break(usize, Fault),
     /// The machine is fixed: answers normally again; its outage window ends.
     Fix(usize),
+    /// An agent submits the evening pipeline of tasks (SPEC §10).
+    Pipeline,
     /// Traffic stops; tasks in flight finish.
     End,
 }
 
-/// The seed story: the GPU box goes away for an update, comes back, hard-freezes, comes
-/// back; the CPU box fills its disk and is cleaned up.
+/// The story: the GPU box goes away for an update and, while it is away, the CPU box fills
+/// its disk, so no machine that runs the coder model is up; an agent submits its evening
+/// pipeline right then, and its tasks wait instead of failing. The disk is cleaned up, the
+/// GPU box comes back, later hard-freezes and comes back again.
 ///
 /// Timed so that every recovery is seen by a probe: a probe comes one cooldown (4 s) after a
 /// trip, and a failed probe doubles the cooldown. The GPU box's update outlasts its first
-/// probe (which fails, so the cooldown backs off to 8 s); the freeze ends before its probe.
+/// probe (which fails, so the cooldown backs off to 8 s); the CPU box's disk and the freeze
+/// end before their probes. The pipeline arrives after both breakers opened and waits about
+/// 3 s, until the CPU box's probe finds it back.
 pub fn story() -> Vec<Step> {
     vec![
         Step {
@@ -40,22 +47,7 @@ pub fn story() -> Vec<Step> {
             line: "gpu-box goes away for an update (its port refuses connections)",
         },
         Step {
-            at: 12.0,
-            act: Act::Fix(GPU),
-            line: "gpu-box is back from its update",
-        },
-        Step {
-            at: 18.0,
-            act: Act::Break(GPU, Fault::Hang),
-            line: "gpu-box hard-freezes (accepts connections, never answers)",
-        },
-        Step {
-            at: 22.0,
-            act: Act::Fix(GPU),
-            line: "gpu-box is power-cycled and answers again",
-        },
-        Step {
-            at: 28.0,
+            at: 9.0,
             act: Act::Break(
                 CPU,
                 Fault::Status {
@@ -63,17 +55,37 @@ pub fn story() -> Vec<Step> {
                     retry_after: None,
                 },
             ),
-            line: "ubuntu-box fills its disk (answers HTTP 500)",
+            line: "ubuntu-box fills its disk (answers HTTP 500): no machine that runs the coder model is up",
         },
         Step {
-            at: 31.0,
+            at: 10.0,
+            act: Act::Pipeline,
+            line: "an agent submits its evening pipeline: 40 code reviews, each with a follow-up that uses the review's answer",
+        },
+        Step {
+            at: 12.5,
             act: Act::Fix(CPU),
             line: "ubuntu-box: disk cleaned up",
         },
         Step {
-            at: 36.0,
+            at: 14.0,
+            act: Act::Fix(GPU),
+            line: "gpu-box is back from its update",
+        },
+        Step {
+            at: 21.0,
+            act: Act::Break(GPU, Fault::Hang),
+            line: "gpu-box hard-freezes (accepts connections, never answers)",
+        },
+        Step {
+            at: 25.0,
+            act: Act::Fix(GPU),
+            line: "gpu-box is power-cycled and answers again",
+        },
+        Step {
+            at: 33.0,
             act: Act::End,
-            line: "end of the story: traffic stops; tasks in flight finish",
+            line: "end of the story: traffic stops; requests and tasks in flight finish",
         },
     ]
 }
@@ -84,14 +96,24 @@ fn ms(secs: f64, speed: f64) -> String {
     format!("{ms}ms")
 }
 
+/// A path as a YAML single-quoted string.
+fn quoted(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', "''"))
+}
+
 /// The demo's registry: machines on the sims' URLs (gpu-box, ubuntu-box, local, in that
-/// order), short timeouts and cooldowns so the story fits in well under a minute.
-pub fn registry_yaml(urls: [&str; 3], speed: f64) -> String {
+/// order), short timeouts and cooldowns so the story fits in well under a minute, tasks kept
+/// under `state_dir`. The coder model runs on both big machines under one backend name, so a
+/// task that accepts only the same model (`accept: same_model`) waits while both are down,
+/// where an interactive request degrades to the small local model.
+pub fn registry_yaml(urls: [&str; 3], speed: f64, state_dir: &Path) -> String {
     let d = |s: f64| ms(s, speed);
     format!(
         r#"server:
   listen: 127.0.0.1:0
   max_body: 1MiB
+  state_dir: {state_dir}
+tasks: {{ max_running: 4 }}
 defaults:
   timeouts: {{ connect: {connect}, first_byte: {first_byte}, idle: {idle}, total: {total} }}
   breaker: {{ failure_threshold: 3, cooldown: {cooldown}, backoff: 2.0, max_cooldown: {max_cooldown}, success_threshold: 1 }}
@@ -107,6 +129,7 @@ models:
   vision-cpu: {{ machine: ubuntu-box, name: "qwen2.5vl:7b" }}
   writer-cpu: {{ machine: ubuntu-box, name: "llama3.1:8b" }}
   small: {{ machine: local, name: "qwen3:4b" }}
+  vision-small: {{ machine: local, name: "qwen2.5vl:3b" }}
 routes:
   - name: code
     keywords: [code, refactor, function, bug, compile, "unit test", rust, python]
@@ -114,7 +137,7 @@ routes:
   - name: vision
     keywords: [image, photo, picture, screenshot, ocr]
     images: true
-    chain: [vision-gpu, vision-cpu]
+    chain: [vision-gpu, vision-cpu, vision-small]
   - name: summarize
     keywords: [summarize, summary, tldr]
     chain: [writer-cpu, small]
@@ -128,6 +151,7 @@ routes:
         total = d(30.0),
         cooldown = d(4.0),
         max_cooldown = d(20.0),
+        state_dir = quoted(state_dir),
         gpu = urls[0],
         cpu = urls[1],
         local = urls[2],

@@ -1,5 +1,5 @@
-//! The demo while it plays: the story's steps on the clock, transitions and finished tasks
-//! narrated as they come, and the counts the summary is made of.
+//! The demo while it plays: the story's steps on the clock, transitions, finished requests
+//! and the pipeline's tasks narrated as they come, and the counts the summary is made of.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -10,7 +10,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
+use super::agent::{self, Submitted};
 use super::narrate::{self, Narrator};
+use super::pipeline::{self, Pipeline};
 use super::setup::{self, scaled, Act, Step};
 use super::traffic::{Done, Traffic};
 use super::{DemoError, MachineSummary, Summary};
@@ -41,6 +43,10 @@ pub struct Show<'a> {
     fleet: Arc<Fleet>,
     sims: &'a [Sim; 3],
     traffic: Arc<Traffic>,
+    pipeline: Pipeline,
+    /// The agent's submits, once they are in.
+    submitted_tx: mpsc::UnboundedSender<Submitted>,
+    submitted_rx: mpsc::UnboundedReceiver<Submitted>,
     narrator: Narrator<'a>,
     served: u64,
     rerouted: u64,
@@ -57,6 +63,7 @@ impl<'a> Show<'a> {
         fleet: Arc<Fleet>,
         sims: &'a [Sim; 3],
         traffic: Arc<Traffic>,
+        pipeline: Pipeline,
         narrator: Narrator<'a>,
     ) -> Self {
         let tallies = fleet
@@ -65,12 +72,16 @@ impl<'a> Show<'a> {
             .iter()
             .map(|_| Tally::default())
             .collect();
+        let (submitted_tx, submitted_rx) = mpsc::unbounded_channel();
         Show {
             speed,
             start,
             fleet,
             sims,
             traffic,
+            pipeline,
+            submitted_tx,
+            submitted_rx,
             narrator,
             served: 0,
             rerouted: 0,
@@ -100,10 +111,14 @@ impl<'a> Show<'a> {
                 // Transitions first: a task's Done is sent after the transition it caused.
                 biased;
                 t = transitions.recv(), if hub_open => match t {
-                    Ok(t) => self.on_transition(&t)?,
+                    Ok(t) => {
+                        self.on_transition(&t)?;
+                        self.look(transitions).await?;
+                    }
                     Err(RecvError::Lagged(n)) => self.narrator.say(&format!("({n} transitions not narrated)"))?,
                     Err(RecvError::Closed) => hub_open = false,
                 },
+                Some(s) = self.submitted_rx.recv() => self.on_submitted(s, transitions).await?,
                 d = done.recv() => match d {
                     Some(d) => self.on_done(d)?,
                     // Every worker has stopped: the story is over.
@@ -115,13 +130,63 @@ impl<'a> Show<'a> {
                     }
                     next = steps.next();
                 }
-                _ = tick.tick() => self.draw()?,
+                _ = tick.tick() => {
+                    self.look(transitions).await?;
+                    self.draw()?;
+                }
             }
         }
+        self.settle(transitions).await?;
         while let Ok(t) = transitions.try_recv() {
             self.on_transition(&t)?;
         }
         self.narrator.done()?;
+        Ok(())
+    }
+
+    /// After the story: the pipeline's last tasks finish (or the grace ends).
+    async fn settle(
+        &mut self,
+        transitions: &mut broadcast::Receiver<Transitioned>,
+    ) -> Result<(), DemoError> {
+        let until = Instant::now() + scaled(pipeline::GRACE_S, self.speed);
+        while !self.pipeline.finished() && Instant::now() < until {
+            if let Ok(s) = self.submitted_rx.try_recv() {
+                self.on_submitted(s, transitions).await?;
+            }
+            self.look(transitions).await?;
+            tokio::time::sleep(pipeline::LOOK_EVERY).await;
+        }
+        Ok(())
+    }
+
+    async fn on_submitted(
+        &mut self,
+        s: Submitted,
+        transitions: &mut broadcast::Receiver<Transitioned>,
+    ) -> Result<(), DemoError> {
+        for line in self.pipeline.submitted(s) {
+            self.narrator.say(&line)?;
+        }
+        self.look(transitions).await
+    }
+
+    /// Tells what the pipeline did since the last look; transitions that came meanwhile
+    /// are told first, so a task is never told running before its machine is told back.
+    async fn look(
+        &mut self,
+        transitions: &mut broadcast::Receiver<Transitioned>,
+    ) -> Result<(), DemoError> {
+        let lines = self.pipeline.observe().await;
+        if lines.is_empty() {
+            return Ok(());
+        }
+        while let Ok(t) = transitions.try_recv() {
+            self.on_transition(&t)?;
+        }
+        for line in lines {
+            self.narrator.say(&line)?;
+        }
         Ok(())
     }
 
@@ -153,6 +218,13 @@ impl<'a> Show<'a> {
                         tally.reached_while_down += sim.work_hits().saturating_sub(h);
                     }
                 }
+            }
+            Act::Pipeline => {
+                let agent = agent::submit(self.traffic.client(), self.traffic.router().to_string());
+                let tx = self.submitted_tx.clone();
+                tokio::spawn(async move {
+                    let _ = tx.send(agent.await);
+                });
             }
             Act::End => {
                 let _ = stop.send(true);
@@ -197,8 +269,11 @@ impl<'a> Show<'a> {
             }
             Err(why) => {
                 self.failed += 1;
-                self.narrator
-                    .say(&format!("task #{} ({}) FAILED: {why}", d.n, d.kind.route()))?;
+                self.narrator.say(&format!(
+                    "request #{} ({}) FAILED: {why}",
+                    d.n,
+                    d.kind.route()
+                ))?;
             }
         }
         Ok(())
@@ -218,8 +293,13 @@ impl<'a> Show<'a> {
             true => "all closed".to_string(),
             false => held.join(", "),
         };
+        let tasks = self
+            .pipeline
+            .progress()
+            .map(|t| format!("  {t}"))
+            .unwrap_or_default();
         let line = format!(
-            "  {:>4.1}s  sent {}  served {}  rerouted {}  failed {} | {breakers}",
+            "  {:>4.1}s  sent {}  served {}  rerouted {}  failed {}{tasks} | {breakers}",
             self.start.elapsed().as_secs_f64(),
             self.traffic.sent(),
             self.served,
@@ -231,7 +311,7 @@ impl<'a> Show<'a> {
         Ok(())
     }
 
-    pub fn summary(&self, elapsed: Duration) -> Summary {
+    pub async fn summary(&self, elapsed: Duration) -> Summary {
         let machines = self
             .fleet
             .registry
@@ -249,12 +329,15 @@ impl<'a> Show<'a> {
                 reached_while_down: t.reached_while_down,
             })
             .collect();
+        let tasks = self.pipeline.summary().await;
         Summary {
             elapsed,
             sent: self.traffic.sent(),
             served: self.served,
             rerouted: self.rerouted,
-            failed: self.failed,
+            requests_failed: self.failed,
+            failed: self.failed + tasks.failed,
+            tasks,
             machines,
         }
     }

@@ -1,5 +1,5 @@
-//! The demo's agents: a few workers sending a steady mix of tasks to the router, each told
-//! honestly as served (a complete answer) or failed (anything else).
+//! The demo's interactive agents: a few workers sending a steady mix of requests to the
+//! router, each told honestly as served (a complete answer) or failed (anything else).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::outcome::{MachineId, ModelId};
 use crate::registry::Registry;
 
-/// The kinds of task, each named like the route its prompt is routed to by keywords.
+/// The kinds of request, each named like the route its prompt is routed to by keywords.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Code,
@@ -38,7 +38,7 @@ impl Kind {
     }
 }
 
-/// The order tasks come in, round and round: GPU work most, then the CPU box's summaries,
+/// The order requests come in, round and round: GPU work most, then the CPU box's summaries,
 /// then small talk for the local model.
 const MIX: [Kind; 8] = [
     Kind::Code,
@@ -69,10 +69,10 @@ const CHAT: [&str; 2] = [
     "suggest a name for the new NAS",
 ];
 
-/// A 1×1 PNG: vision tasks carry an image part, as a real client's would.
+/// A 1×1 PNG: vision requests carry an image part, as a real client's would.
 const PIXEL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
-/// The request body of task `n`, and whether it streams.
+/// The body of request `n`, and whether it streams.
 fn body(kind: Kind, n: u64) -> (Value, bool) {
     let pick = |list: &[&'static str]| list[(n / MIX.len() as u64) as usize % list.len()];
     let (content, stream) = match kind {
@@ -90,7 +90,7 @@ fn body(kind: Kind, n: u64) -> (Value, bool) {
     (body, stream)
 }
 
-/// What became of one task.
+/// What became of one request.
 #[derive(Debug)]
 pub struct Done {
     pub n: u64,
@@ -112,13 +112,15 @@ pub struct Served {
 #[derive(Debug)]
 pub struct Traffic {
     client: reqwest::Client,
+    /// The router's base URL.
+    router: String,
     url: String,
     sent: AtomicU64,
     /// Per kind: the machine and `model@machine` its route tries first.
     first: [(MachineId, String); 4],
     /// Per machine: the story has it broken now.
     pub down: Vec<AtomicBool>,
-    /// Per machine: tasks whose route tries it first, sent while it was down.
+    /// Per machine: requests whose route tries it first, sent while it was down.
     pub tasks_while_down: Vec<AtomicU64>,
 }
 
@@ -137,6 +139,7 @@ impl Traffic {
             .build()?;
         Ok(Traffic {
             client,
+            router: router.to_string(),
             url: format!("{router}/v1/chat/completions"),
             sent: AtomicU64::new(0),
             first,
@@ -153,8 +156,18 @@ impl Traffic {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// Sends task `n` and reads its answer to the end.
-    async fn task(&self, n: u64) -> Done {
+    /// The HTTP client the agents share (the pipeline's agent too).
+    pub fn client(&self) -> reqwest::Client {
+        self.client.clone()
+    }
+
+    /// The router's base URL.
+    pub fn router(&self) -> &str {
+        &self.router
+    }
+
+    /// Sends request `n` and reads its answer to the end.
+    async fn request(&self, n: u64) -> Done {
         let kind = MIX[(n % MIX.len() as u64) as usize];
         let (first_machine, first_target) = &self.first[kind.index()];
         if self.down[first_machine.0].load(Ordering::Relaxed) {
@@ -211,7 +224,7 @@ impl Traffic {
     }
 }
 
-/// One agent: a task every `every`, starting at `first`, each awaited to its end, until
+/// One agent: a request every `every`, starting at `first`, each awaited to its end, until
 /// `stop` says so.
 pub async fn worker(
     traffic: Arc<Traffic>,
@@ -235,7 +248,7 @@ pub async fn worker(
             return;
         }
         let n = traffic.sent.fetch_add(1, Ordering::Relaxed);
-        let finished = traffic.task(n).await;
+        let finished = traffic.request(n).await;
         if done.send(finished).is_err() {
             return;
         }
