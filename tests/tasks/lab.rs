@@ -231,6 +231,19 @@ impl Lab {
         panic!("{id} never ran");
     }
 
+    /// Waits (paused time) until `n` work requests in all have reached the machines (a
+    /// task is recorded running just before its request is sent).
+    pub async fn sent(&self, n: u64) {
+        for _ in 0..1000 {
+            let (a, b, c) = self.work();
+            if a + b + c >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{n} requests never reached the machines");
+    }
+
     pub fn phase(&self, machine: &str) -> String {
         let f = self.svc.fleet();
         let i = f.registry.machine_index(machine).unwrap();

@@ -407,9 +407,11 @@ async fn a_task_interrupted_twice_is_failed_rather_than_run_a_third_time() {
     let t = lab.submit("fix this bug", json!({})).await;
     let id = t["id"].as_str().unwrap().to_string();
     lab.running_on_disk(&id, 0).await;
+    lab.sent(1).await;
     let (gpu, cpu, local, dir) = lab.crash().await;
     let lab = Lab::on(gpu, cpu, local, dir, "").await;
     lab.running_on_disk(&id, 1).await;
+    lab.sent(2).await;
     let again = lab.task(&id).await;
     assert_eq!(again["status"], "running", "queued again once: {again}");
     assert!(
