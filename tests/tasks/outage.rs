@@ -34,7 +34,10 @@ async fn two_hundred_tasks_wait_out_a_fifteen_minute_outage_and_only_probes_reac
         200,
         "every task is still there, none failed: {c:?}"
     );
-    assert!(c.waiting > 0, "they wait for the breakers: {c:?}");
+    assert!(
+        c.waiting >= 195,
+        "they wait for the breakers, not for a slot: {c:?}"
+    );
     let waiting = lab
         .get("/v1/tasks?status=waiting&limit=1000")
         .await

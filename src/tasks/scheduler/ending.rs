@@ -164,6 +164,19 @@ impl Scheduler {
                         push_records(&mut e.task, records(&attempts));
                     }
                     if !by_slots {
+                        // The tasks queued behind it accept the same targets: they wait too
+                        // (they are not walked until a breaker changes).
+                        let why = e.task.waiting_for.clone();
+                        for other in q.entries.values_mut() {
+                            let same = other
+                                .group
+                                .as_ref()
+                                .is_some_and(|(g, _)| g.as_ref() == group.as_ref());
+                            if same && other.task.status == TaskStatus::Queued {
+                                other.task.status = TaskStatus::Waiting;
+                                other.task.waiting_for.clone_from(&why);
+                            }
+                        }
                         q.open.remove(&gk);
                         q.parked.insert(gk, soonest.map(crate::clock::from_now));
                     }
