@@ -95,10 +95,13 @@ async fn dashboard() -> Response {
 
 /// `GET /metrics`: Prometheus text; the task gauges are set from the queue as it renders.
 async fn prometheus(State(svc): State<Arc<Service>>) -> Response {
-    let tasks = svc.tasks().map(|t| t.counts());
+    let tasks: Vec<(crate::outcome::TaskStatus, u64)> = svc
+        .tasks()
+        .map(|t| t.counts().by_status())
+        .unwrap_or_default();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::telemetry::render_with(tasks.as_ref()),
+        crate::telemetry::render_with(&tasks),
     )
         .into_response()
 }

@@ -59,6 +59,7 @@ pub mod service;
 pub mod sim;
 pub mod status;
 pub mod store;
+pub mod task;
 pub mod tasks;
 pub mod telegram;
 pub mod telemetry;

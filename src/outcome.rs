@@ -23,6 +23,24 @@ pub use phase::Phase;
 pub use task::{Delivery, TaskCode, TaskStatus};
 pub use words::words;
 
+/// Which OpenAI endpoint a request is for; decides the path and what a valid answer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat = 0,
+    Completions = 1,
+    Embeddings = 2,
+}
+
+impl Endpoint {
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/chat/completions",
+            Endpoint::Completions => "/completions",
+            Endpoint::Embeddings => "/embeddings",
+        }
+    }
+}
+
 /// Every reason a target did not serve: a skip (nothing sent), a counted failure (a row of
 /// SPEC §3.2 that counts) or an uncounted outcome. Its token (`as_str`, the serde name)
 /// is what `x-labrouter-skipped`, `attempts[].reason`, SSE error events, metrics labels and

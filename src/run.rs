@@ -111,7 +111,9 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
     if let Some(scheduler) = svc.tasks() {
         tasks.push(tokio::spawn(Arc::clone(scheduler).run()));
         // Callbacks of finished tasks, beside the queue and never on its path.
-        tasks.push(tokio::spawn(crate::tasks::deliver::run(Arc::clone(svc))));
+        tasks.push(tokio::spawn(crate::tasks::deliver::run(Arc::clone(
+            scheduler,
+        ))));
     }
     // The digest's per-day counts, whether or not Telegram is on to send it.
     if svc.store().is_some() {

@@ -5,6 +5,7 @@
 //! a registry under a request. A reload validates the new file completely before the swap;
 //! an invalid file is rejected, logged and ledgered, and the old registry keeps serving.
 
+use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -12,7 +13,6 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 
 use crate::fleet::{Fleet, FleetError};
-use crate::http::idempotency::Idempotency;
 use crate::machines::Bus;
 use crate::outcome::MachineId;
 use crate::registry::{Registry, RegistryError};
@@ -65,8 +65,10 @@ pub struct Service {
     boot_ms: i64,
     /// The task queue (SPEC §10), when there is a store to keep tasks in.
     tasks: Option<Arc<Scheduler>>,
-    /// `Idempotency-Key` flights and answers (SPEC §10): kept in the store, or in memory.
-    idempotency: Idempotency,
+    /// State the layers above keep for the service's lifetime (the HTTP layer's
+    /// `Idempotency-Key` flights and answers), made on first use: the service below them
+    /// does not name their types.
+    shared: Mutex<Vec<Arc<dyn Any + Send + Sync>>>,
     /// Last, so it outlives the breakers that write to it.
     store: Option<Arc<Store>>,
 }
@@ -123,7 +125,7 @@ impl Service {
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(SystemTime::now()),
             tasks: Some(Arc::new(tasks)),
-            idempotency: Idempotency::new(Some(&store)),
+            shared: Mutex::new(Vec::new()),
             store: Some(store),
         })
     }
@@ -140,7 +142,7 @@ impl Service {
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(SystemTime::now()),
             tasks: None,
-            idempotency: Idempotency::new(None),
+            shared: Mutex::new(Vec::new()),
             store: None,
         })
     }
@@ -168,9 +170,17 @@ impl Service {
         self.tasks.as_ref()
     }
 
-    /// Flights and kept answers of `Idempotency-Key` requests.
-    pub fn idempotency(&self) -> &Idempotency {
-        &self.idempotency
+    /// The service's one `T`, made by `init` on first use.
+    pub fn shared<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
+        let mut all = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        for s in all.iter() {
+            if let Ok(t) = Arc::clone(s).downcast::<T>() {
+                return t;
+            }
+        }
+        let t = Arc::new(init());
+        all.push(Arc::clone(&t) as Arc<dyn Any + Send + Sync>);
+        t
     }
 
     /// When this service started (unix ms): the name of its counters' lifetime in counter

@@ -1,7 +1,7 @@
 //! Tasks (SPEC §10): durable work that waits out outages, runs its follow-ups, and is never
 //! lost.
 //!
-//! - [`model`]: the task, its id and the object the API shows.
+//! - [`model`] (`crate::task`): the task, its id and the object the API shows.
 //! - [`submit`]: a submit body read and checked before anything is stored.
 //! - `follow`: `{{after.N}}` and what a parent's answer gives its follow-ups.
 //! - `walk`: one walk of a task's chain through the same breakers as any request.
@@ -10,7 +10,7 @@
 
 pub mod deliver;
 pub mod follow;
-pub mod model;
+pub use crate::task as model;
 pub mod scheduler;
 pub mod submit;
 mod walk;

@@ -12,7 +12,6 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::breaker::Phase;
 use crate::outcome::TaskStatus;
-use crate::tasks::scheduler::Counts;
 
 /// Latency buckets (seconds): from a fast-fail to a long generation.
 const BUCKETS: &[f64] = &[
@@ -58,25 +57,18 @@ pub fn install() -> Option<&'static PrometheusHandle> {
 
 /// The Prometheus text exposition.
 pub fn render() -> String {
-    render_with(None)
+    render_with(&[])
 }
 
 /// [`render`], with the `labrouter_tasks{status}` gauges set from `tasks` first. They are
 /// set at scrape time: the counts are one lock away, and a scrape never sees them staler
 /// than itself (a router without a task queue has no such gauges).
-pub fn render_with(tasks: Option<&Counts>) -> String {
+pub fn render_with(tasks: &[(TaskStatus, u64)]) -> String {
     let Some(handle) = install() else {
         return String::new();
     };
-    if let Some(c) = tasks {
-        for (status, n) in [
-            (TaskStatus::Blocked, c.blocked),
-            (TaskStatus::Queued, c.queued),
-            (TaskStatus::Waiting, c.waiting),
-            (TaskStatus::Running, c.running),
-        ] {
-            metrics::gauge!("labrouter_tasks", "status" => status.as_str()).set(n as f64);
-        }
+    for (status, n) in tasks {
+        metrics::gauge!("labrouter_tasks", "status" => status.as_str()).set(*n as f64);
     }
     handle.render()
 }

@@ -24,23 +24,7 @@ mod stream;
 
 pub use stream::{relay, DoneTail};
 
-/// Which OpenAI endpoint a request is for; decides the path and what a valid answer holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    Chat = 0,
-    Completions = 1,
-    Embeddings = 2,
-}
-
-impl Endpoint {
-    pub fn path(self) -> &'static str {
-        match self {
-            Endpoint::Chat => "/chat/completions",
-            Endpoint::Completions => "/completions",
-            Endpoint::Embeddings => "/embeddings",
-        }
-    }
-}
+pub use crate::outcome::Endpoint;
 
 /// A machine as the request path sees it: its pooled client, URL and timeouts.
 pub struct Upstream {

@@ -126,7 +126,11 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     let work = crate::proxy::forward(fleet, endpoint, parsed, decision, wait);
     match keyed {
         None => Ok(work.await),
-        Some(keyed) => svc.idempotency().answer(keyed, limit, work).await,
+        Some(keyed) => {
+            svc.shared(|| super::idempotency::Idempotency::new(svc.store()))
+                .answer(keyed, limit, work)
+                .await
+        }
     }
 }
 

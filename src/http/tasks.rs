@@ -188,7 +188,7 @@ pub struct ListQuery {
 #[derive(Serialize)]
 pub struct Page<'a> {
     object: &'static str,
-    data: Vec<crate::tasks::model::Shown<'a>>,
+    data: Vec<crate::task::Shown<'a>>,
     next_before: Option<i64>,
 }
 

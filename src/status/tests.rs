@@ -263,7 +263,7 @@ fn the_table_ends_with_a_tasks_line() {
 fn the_tasks_view_is_built_from_live_counts_and_the_stores_day() {
     use crate::outcome::{TaskCode, TaskStatus};
     use crate::store::tasks::Failure;
-    use crate::tasks::model::TaskError;
+    use crate::task::TaskError;
     use crate::tasks::scheduler::Counts;
 
     let counts = Counts {

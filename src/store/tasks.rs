@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use tokio::sync::oneshot;
 
 use crate::outcome::{Delivery, TaskStatus};
-use crate::tasks::model::{
+use crate::task::{
     endpoint_from, endpoint_name, Accept, AttemptRecord, Callback, Task, TaskError, TaskId,
 };
 

@@ -22,8 +22,8 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use super::model::{Task, TaskId};
+use super::Scheduler;
 use crate::outcome::Delivery;
-use crate::service::Service;
 use crate::store::tasks::{self, CallbackWrite};
 use crate::store::{from_ms, ms, Msg};
 use crate::webhook::{self, Secret};
@@ -43,10 +43,7 @@ const UNREADABLE_AGAIN: Duration = Duration::from_secs(60);
 /// says are pending (finished before this start; each at its recorded next attempt), then
 /// every task the scheduler hands over as it finishes. Its deliveries stop with it; the
 /// store keeps where each stood.
-pub async fn run(svc: Arc<Service>) {
-    let Some(scheduler) = svc.tasks().cloned() else {
-        return;
-    };
+pub async fn run(scheduler: Arc<Scheduler>) {
     let client = match webhook::client() {
         Ok(c) => c,
         Err(e) => {
@@ -58,7 +55,7 @@ pub async fn run(svc: Arc<Service>) {
     let (tx, mut handed) = mpsc::unbounded_channel();
     scheduler.deliver_callbacks_to(tx);
     let worker = Arc::new(Worker {
-        svc,
+        svc: Arc::clone(&scheduler),
         client,
         in_flight: Semaphore::new(IN_FLIGHT),
         unsigned_warned: AtomicBool::new(false),
@@ -116,9 +113,9 @@ impl Running {
 }
 
 struct Worker {
-    /// The store (tasks and their request bodies) and the registry serving now (which
-    /// environment variable holds the secret).
-    svc: Arc<Service>,
+    /// The scheduler's store (tasks and their request bodies) and the registry serving now
+    /// (which environment variable holds the secret).
+    svc: Arc<Scheduler>,
     /// [`webhook::client`]: no redirects, no proxy, 10 s per attempt.
     client: reqwest::Client,
     /// [`IN_FLIGHT`] permits; held only while an attempt is on the wire.
@@ -142,7 +139,7 @@ impl Worker {
     async fn pending(&self) -> Vec<(TaskId, Option<i64>)> {
         let svc = Arc::clone(&self.svc);
         let read = tokio::task::spawn_blocking(move || {
-            let store = svc.store()?;
+            let store = Some(svc.store())?;
             // A task the resume failed (interrupted twice) is on its way to the disk.
             store.flush(FLUSH_LIMIT);
             Some(store.read(tasks::pending_callbacks))
@@ -251,7 +248,7 @@ impl Worker {
         let svc = Arc::clone(&self.svc);
         let id2 = id.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let store = svc.store()?;
+            let store = Some(svc.store())?;
             // The finished state (and this delivery's last record) went to the writer
             // before: on disk once this returns.
             store.flush(FLUSH_LIMIT);
@@ -294,9 +291,7 @@ impl Worker {
                 "task callback attempt failed"
             ),
         }
-        let Some(store) = self.svc.store() else {
-            return;
-        };
+        let store = self.svc.store();
         let next_ms = next.map(|w| {
             ms(SystemTime::now()).saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
         });

@@ -161,6 +161,18 @@ pub struct Counts {
     pub oldest_waiting_s: Option<u64>,
 }
 
+impl Counts {
+    /// The unfinished counts by status (the `labrouter_tasks{status}` gauges).
+    pub fn by_status(&self) -> Vec<(TaskStatus, u64)> {
+        vec![
+            (TaskStatus::Blocked, self.blocked),
+            (TaskStatus::Queued, self.queued),
+            (TaskStatus::Waiting, self.waiting),
+            (TaskStatus::Running, self.running),
+        ]
+    }
+}
+
 impl Scheduler {
     /// The queue of `store`, resumed: blocked, queued and waiting tasks go on; a task that
     /// was running is queued again with an `interrupted` attempt, or failed if that is its
@@ -246,6 +258,16 @@ impl Scheduler {
                 let _ = deliveries.send(task.id.clone());
             }
         }
+    }
+
+    /// The store the queue keeps its tasks in.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The fleet serving now.
+    pub fn fleet(&self) -> Arc<Fleet> {
+        (self.fleet)()
     }
 
     /// Sends a task's new state to the store; with `ack`, waits for its commit.

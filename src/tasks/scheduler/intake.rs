@@ -71,7 +71,7 @@ impl Scheduler {
             waiting_for: None,
             result: None,
             error: None,
-            callback: new.callback.map(|url| crate::tasks::model::Callback {
+            callback: new.callback.map(|url| crate::task::Callback {
                 url,
                 state: Delivery::Pending,
                 attempts: 0,

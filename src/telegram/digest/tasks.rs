@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use super::Input;
 use crate::outcome::words::rounded as human;
 use crate::outcome::{TaskCode, TaskStatus};
-use crate::tasks::model::AttemptRecord;
+use crate::task::AttemptRecord;
 
 /// How many failed or expired tasks the digest names.
 pub const FAILED_SHOWN: usize = 5;

@@ -1,4 +1,5 @@
-//! A task as it is stored and shown (SPEC §10): its id, what it asks, where it stands.
+//! A task as data (SPEC §10): its id, what it asks, where it stands, as the store keeps it
+//! and the API shows it. The queue that runs tasks is [`crate::tasks`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -9,8 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::outcome::Endpoint;
 use crate::outcome::{Delivery, Reason, TaskCode, TaskStatus};
-use crate::upstream::Endpoint;
 
 /// `tsk_` and 26 characters: 10 of creation time (ms, so ids sort by age), 16 random.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -239,7 +240,8 @@ pub struct Shown<'a> {
 }
 
 fn at(ms: i64) -> String {
-    crate::clock::rfc3339(crate::store::from_ms(ms))
+    let t = UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    crate::clock::rfc3339(t)
 }
 
 impl Task {
