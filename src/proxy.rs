@@ -11,6 +11,7 @@ use axum::response::Response;
 use tokio::time::Instant;
 
 use crate::fleet::Fleet;
+use crate::machines::Rejected;
 use crate::outcome::{Attempted, MachineId, ModelId};
 use crate::request::Parsed;
 use crate::route::Routed;
@@ -77,15 +78,7 @@ pub async fn forward(
             let lease = match fleet.machines.admit(machine) {
                 Ok(lease) => lease,
                 Err(rej) => {
-                    metrics::counter!("labrouter_local_rejections_total",
-                        "machine" => reg.machines[machine].name.clone(), "reason" => rej.skip.as_str())
-                    .increment(1);
-                    attempts.push(Attempted::skipped(
-                        model,
-                        rej.skip,
-                        rej.retry_after,
-                        &rej.held,
-                    ));
+                    attempts.push(skipped(&fleet, model, &rej));
                     continue;
                 }
             };
@@ -192,6 +185,15 @@ pub async fn forward(
         label_headers(resp.headers_mut(), &fleet, &label, None, &attempts);
         return resp;
     }
+}
+
+/// A target a breaker or the bulkhead held back: counted, and recorded as the walk saw it.
+pub(crate) fn skipped(fleet: &Fleet, model: ModelId, rej: &Rejected) -> Attempted {
+    let machine = fleet.registry.models[model].machine;
+    metrics::counter!("labrouter_local_rejections_total",
+        "machine" => fleet.registry.machines[machine].name.clone(), "reason" => rej.skip.as_str())
+    .increment(1);
+    Attempted::skipped(model, rej.skip, rej.retry_after, &rej.held)
 }
 
 /// Counts a sent attempt that did not serve, by its reason.

@@ -23,6 +23,25 @@ pub fn bounded(s: &str) -> String {
     out
 }
 
+/// Rows as left-aligned columns two spaces apart, each line without trailing spaces (the
+/// CLI's tables).
+pub fn columns<const N: usize>(rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,19 +70,7 @@ pub fn table(view: &View) -> String {
             m.last_reason.as_deref().unwrap_or("-").to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in &rows {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
+    let mut out = crate::text::columns(&rows);
     out.push('\n');
     for r in &view.routes {
         out.push_str(&format!("route {}: {}\n", r.name, r.chain.join(" -> ")));

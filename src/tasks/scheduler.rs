@@ -131,6 +131,21 @@ struct Queue {
     ending: HashMap<TaskId, Task>,
 }
 
+impl Queue {
+    /// One of `child`'s parents succeeded: with none left pending, it is ready.
+    fn parent_succeeded(&mut self, child: &TaskId) {
+        let Some(e) = self.entries.get_mut(child) else {
+            return;
+        };
+        e.pending = e.pending.saturating_sub(1);
+        if e.pending == 0 && e.task.status == TaskStatus::Blocked {
+            e.task.status = TaskStatus::Queued;
+            let k = key(e);
+            self.ready.insert(k);
+        }
+    }
+}
+
 /// The task queue and its scheduler.
 pub struct Scheduler {
     fleet: FleetNow,

@@ -115,21 +115,13 @@ where
         let lease = match fleet.machines.admit(machine) {
             Ok(lease) => lease,
             Err(rej) => {
-                metrics::counter!("labrouter_local_rejections_total",
-                    "machine" => m.name.clone(), "reason" => rej.skip.as_str())
-                .increment(1);
                 if rej.skip != Skip::Busy {
                     by_breaker = true;
                     if let Some(ra) = rej.retry_after {
                         soonest = Some(soonest.map_or(ra, |s| s.min(ra)));
                     }
                 }
-                attempts.push(Attempted::skipped(
-                    model,
-                    rej.skip,
-                    rej.retry_after,
-                    &rej.held,
-                ));
+                attempts.push(crate::proxy::skipped(&fleet, model, &rej));
                 continue;
             }
         };

@@ -260,20 +260,7 @@ pub fn table(tasks: &[TaskView]) -> String {
             clip(&about.unwrap_or_else(|| "-".into()), ABOUT_MAX),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in &rows {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    crate::text::columns(&rows)
 }
 
 /// `s` on one line, cut to `max` characters (with `…` when cut).

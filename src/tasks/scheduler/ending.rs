@@ -117,14 +117,7 @@ impl Scheduler {
                     acks.push((id.clone(), self.write(e.task.clone(), true)));
                     q.ending.insert(id.clone(), e.task.clone());
                     for c in q.children.remove(id).unwrap_or_default() {
-                        if let Some(ce) = q.entries.get_mut(&c) {
-                            ce.pending = ce.pending.saturating_sub(1);
-                            if ce.pending == 0 && ce.task.status == TaskStatus::Blocked {
-                                ce.task.status = TaskStatus::Queued;
-                                let k = key(ce);
-                                q.ready.insert(k);
-                            }
-                        }
+                        q.parent_succeeded(&c);
                     }
                     done = true;
                 }

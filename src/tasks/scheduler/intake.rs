@@ -143,14 +143,7 @@ impl Scheduler {
                             let mut q = lock(&self.queue);
                             match ended {
                                 Some(TaskStatus::Succeeded) => {
-                                    if let Some(e) = q.entries.get_mut(&task.id) {
-                                        e.pending = e.pending.saturating_sub(1);
-                                        if e.pending == 0 && e.task.status == TaskStatus::Blocked {
-                                            e.task.status = TaskStatus::Queued;
-                                            let k = key(e);
-                                            q.ready.insert(k);
-                                        }
-                                    }
+                                    q.parent_succeeded(&task.id);
                                     Vec::new()
                                 }
                                 other => self.end(
