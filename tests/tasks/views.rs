@@ -54,8 +54,8 @@ async fn status_metrics_the_cli_and_the_digest_count_the_tasks() {
         .await;
 
     // The chat route's only machine is opened by hand: its tasks wait. The first is walked
-    // and held back; the others queue behind it, unwalked; one of them has 30 s to live,
-    // and one is cancelled.
+    // and held back; the others wait behind it, unwalked, whether they were routed before
+    // or after it was held back; one of them has 30 s to live, and one is cancelled.
     let resp = lab
         .post(
             "/admin/breakers/local/open",
@@ -74,7 +74,7 @@ async fn status_metrics_the_cli_and_the_digest_count_the_tasks() {
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let t = tasks(&lab).await;
-    assert_eq!(counts(&t), [2, 1, 0, 0, 1, 0, 0, 1], "{t}");
+    assert_eq!(counts(&t), [0, 3, 0, 0, 1, 0, 0, 1], "{t}");
     assert_eq!(t["oldest_waiting"]["id"], head.as_str(), "{t}");
     assert!(
         t["oldest_waiting"]["waiting_for"]
@@ -94,8 +94,8 @@ async fn status_metrics_the_cli_and_the_digest_count_the_tasks() {
     let text = lab.get("/metrics").await.text().await.unwrap();
     let has = |needle: &str| text.lines().any(|l| l.starts_with(needle));
     for line in [
-        r#"labrouter_tasks{status="queued"} 2"#,
-        r#"labrouter_tasks{status="waiting"} 1"#,
+        r#"labrouter_tasks{status="queued"} 0"#,
+        r#"labrouter_tasks{status="waiting"} 3"#,
         r#"labrouter_tasks{status="running"} 0"#,
         r#"labrouter_tasks{status="blocked"} 0"#,
         "# HELP labrouter_tasks ",
@@ -107,10 +107,10 @@ async fn status_metrics_the_cli_and_the_digest_count_the_tasks() {
         assert!(has(line), "/metrics lacks {line}:\n{text}");
     }
 
-    // Its deadline passes while it queues: expired, and listed as the last failure.
+    // Its deadline passes while it waits: expired, and listed as the last failure.
     tokio::time::sleep(Duration::from_secs(31)).await;
     let t = tasks(&lab).await;
-    assert_eq!(counts(&t), [1, 1, 0, 0, 1, 0, 1, 1], "{t}");
+    assert_eq!(counts(&t), [0, 2, 0, 0, 1, 0, 1, 1], "{t}");
     let f = &t["recent_failures"][0];
     assert_eq!(f["id"], doomed.as_str(), "{t}");
     assert_eq!(f["status"], "expired");
@@ -144,7 +144,7 @@ async fn status_metrics_the_cli_and_the_digest_count_the_tasks() {
     );
 
     // The digest, from the store: finished by status, the two that waited the outage out
-    // (the head held back by a walk, the one queued behind it), the one that expired.
+    // (the head held back by a walk, the one waiting behind it), the one that expired.
     assert!(lab.svc.store().unwrap().flush(Duration::from_secs(5)));
     let path = lab.dir.path().join(labrouter::store::FILE);
     let now = Timestamp::now();

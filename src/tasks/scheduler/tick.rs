@@ -193,7 +193,28 @@ impl Scheduler {
             let mut q = lock(&self.queue);
             match chain {
                 Ok(group) => {
+                    // Routed into a group that is parked: it waits with the others, for
+                    // the same reason (it is not walked until a breaker changes).
+                    let why = q
+                        .parked
+                        .contains_key(group.as_ref())
+                        .then(|| {
+                            q.entries.values().find_map(|o| {
+                                let same = o
+                                    .group
+                                    .as_ref()
+                                    .is_some_and(|(g, _)| g.as_ref() == group.as_ref());
+                                (same && o.task.status == TaskStatus::Waiting)
+                                    .then(|| o.task.waiting_for.clone())
+                                    .flatten()
+                            })
+                        })
+                        .flatten();
                     if let Some(e) = q.entries.get_mut(id) {
+                        if let (Some(why), TaskStatus::Queued) = (why, e.task.status) {
+                            e.task.status = TaskStatus::Waiting;
+                            e.task.waiting_for = Some(why);
+                        }
                         e.group = Some((group, fleet.registry.version.clone()));
                     }
                     Vec::new()
