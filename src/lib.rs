@@ -11,6 +11,7 @@
 //! - [`machines`]: the live breakers, leases and counters around it.
 //! - [`upstream`]: one attempt at one machine: timeouts, liveness check, classification.
 //! - [`proxy`]: the chain walk and the error when nothing served.
+//! - [`ollama`]: Ollama's API in front, translated for machines that speak only OpenAI's.
 //! - [`health`]: active health checks for machines that set `health`.
 //! - [`host`]: the orchestrator's own health (sysinfo).
 //! - [`fleet`]: everything one loaded registry needs at run time: registry, matcher,
@@ -45,6 +46,7 @@ pub mod health;
 pub mod host;
 pub mod http;
 pub mod machines;
+pub mod ollama;
 pub mod outcome;
 pub mod proxy;
 pub mod registry;

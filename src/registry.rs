@@ -60,6 +60,8 @@ pub struct Machine {
     pub name: String,
     /// OpenAI base URL without a trailing slash, e.g. `http://gpu-box.local:11434/v1`.
     pub url: String,
+    /// The API the machine speaks besides OpenAI's (SPEC §11): Ollama's own, natively.
+    pub api: Api,
     /// The environment variable holding this upstream's bearer key (never the key itself).
     pub api_key_env: Option<String>,
     pub health: Option<Health>,
@@ -68,6 +70,24 @@ pub struct Machine {
     pub max_concurrency: u32,
     /// Tasks running at once on this machine (SPEC §10): 1..=`max_concurrency`, default 1.
     pub task_slots: u32,
+}
+
+/// Which API a machine speaks (`api:` in registry.yaml, SPEC §11). Every machine takes
+/// OpenAI requests at its `url`; an Ollama server also takes Ollama's own at `/api/...`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Api {
+    #[default]
+    OpenAi,
+    Ollama,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::OpenAi => "openai",
+            Api::Ollama => "ollama",
+        }
+    }
 }
 
 /// A logical model: where it runs and what the machine calls it.

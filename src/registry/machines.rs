@@ -11,7 +11,7 @@ use super::policy::validate_policy;
 use super::raw::{RawDefaults, RawHealth, RawMachine, RawTimeouts};
 use super::url::validate_url;
 use super::validate::{err, Invalid};
-use super::{Health, Machine, Timeouts};
+use super::{Api, Health, Machine, Timeouts};
 use crate::breaker::Policy;
 
 /// The timeouts of a machine when registry.yaml sets none.
@@ -49,6 +49,22 @@ pub(super) fn validate_machines(
     let mut machines = Vec::with_capacity(raw.value.len());
     for (name, m) in &raw.value {
         let url = validate_url(&m.url)?;
+        let api = match m.api.as_ref() {
+            None => Api::OpenAi,
+            Some(v) => match v.value.as_str() {
+                "openai" => Api::OpenAi,
+                "ollama" => Api::Ollama,
+                other => {
+                    return err(
+                        v.referenced,
+                        format!(
+                            "machine '{name}': api: expected 'openai' or 'ollama', got '{}'",
+                            crate::text::bounded(other)
+                        ),
+                    )
+                }
+            },
+        };
         let health = m.health.as_ref().map(health).transpose()?;
         let max_concurrency = concurrency(&m.max_concurrency, d_concurrency)?;
         let task_slots = task_slots(
@@ -60,6 +76,7 @@ pub(super) fn validate_machines(
         machines.push(Machine {
             name: name.clone(),
             url,
+            api,
             api_key_env: m.api_key_env.clone(),
             health,
             timeouts: timeouts(&m.timeouts, &d_timeouts)?,

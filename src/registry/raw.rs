@@ -78,6 +78,7 @@ pub struct RawBreaker {
 #[serde(deny_unknown_fields)]
 pub struct RawMachine {
     pub url: S<String>,
+    pub api: Option<S<String>>,
     pub api_key_env: Option<String>,
     pub health: Option<RawHealth>,
     #[serde(default)]

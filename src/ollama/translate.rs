@@ -1,0 +1,1 @@
+//! Ollama requests read and translated to OpenAI's; OpenAI answers translated back.
