@@ -41,6 +41,50 @@ impl Endpoint {
     }
 }
 
+/// What an Ollama client called (SPEC §11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// `POST /api/chat`
+    Chat,
+    /// `POST /api/generate`
+    Generate,
+    /// `POST /api/embed`
+    Embed,
+    /// `POST /api/embeddings` (the older single-vector form)
+    Embeddings,
+}
+
+impl Call {
+    /// The path on an Ollama server.
+    pub fn path(self) -> &'static str {
+        match self {
+            Call::Chat => "/api/chat",
+            Call::Generate => "/api/generate",
+            Call::Embed => "/api/embed",
+            Call::Embeddings => "/api/embeddings",
+        }
+    }
+
+    /// Whether the call makes vectors (it never streams and never changes model).
+    pub fn embeds(self) -> bool {
+        matches!(self, Call::Embed | Call::Embeddings)
+    }
+}
+
+/// What one attempt sends to a machine: an OpenAI endpoint (every machine), or an Ollama
+/// call (an Ollama server, natively).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    OpenAi(Endpoint),
+    Ollama(Call),
+}
+
+impl From<Endpoint> for Wire {
+    fn from(e: Endpoint) -> Wire {
+        Wire::OpenAi(e)
+    }
+}
+
 /// Every reason a target did not serve: a skip (nothing sent), a counted failure (a row of
 /// SPEC §3.2 that counts) or an uncounted outcome. Its token (`as_str`, the serde name)
 /// is what `x-labrouter-skipped`, `attempts[].reason`, SSE error events, metrics labels and
