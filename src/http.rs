@@ -2,6 +2,7 @@
 //! answered here, as an [`AppError`], and never reaches a machine or a breaker.
 //!
 //! - [`inference`]: the OpenAI endpoints.
+//! - [`ollama`]: Ollama's endpoints (SPEC §11), on the same walk.
 //! - [`admin`]: the ledger, manual breaker control, reloads.
 //! - [`guard`]: Host, Origin and key checks in front of everything (SPEC §7); it tags each
 //!   request with its [`Owner`].
@@ -24,6 +25,7 @@ pub mod error;
 mod guard;
 pub mod idempotency;
 mod inference;
+mod ollama;
 mod owner;
 mod tasks;
 
@@ -45,7 +47,24 @@ pub fn app(svc: Arc<Service>) -> Router {
         .route("/admin/breakers/{machine}/{action}", post(admin::breaker))
         .route("/admin/reload", post(admin::reload))
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/", get(dashboard))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/embed", post(ollama::embed))
+        .route("/api/embeddings", post(ollama::embeddings))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/ps", get(ollama::ps))
+        .route("/api/show", post(ollama::show))
+        .route("/api/pull", post(ollama::pull))
+        .route("/api/version", get(ollama::version))
+        .route("/api/push", post(ollama::manage))
+        .route("/api/create", post(ollama::manage))
+        .route("/api/copy", post(ollama::manage))
+        .route("/api/delete", axum::routing::delete(ollama::manage))
+        .route(
+            "/api/blobs/{digest}",
+            axum::routing::head(ollama::manage).post(ollama::manage),
+        )
+        .route("/", get(ollama::root))
         .route("/metrics", get(prometheus))
         .fallback(|uri: axum::http::Uri| async move {
             AppError::new(
@@ -68,6 +87,7 @@ pub fn app(svc: Arc<Service>) -> Router {
             Arc::clone(&svc),
             guard::guard,
         ))
+        .layer(middleware::from_fn(ollama::errors))
         .with_state(svc)
 }
 

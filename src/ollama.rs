@@ -4,6 +4,9 @@
 //! - [`translate`]: Ollama requests read and turned into OpenAI requests; OpenAI answers
 //!   (whole, or SSE chunk by chunk) turned back into Ollama's.
 
+mod front;
 pub mod translate;
+
+pub use front::Ollama;
 
 pub use crate::outcome::Call;

@@ -5,17 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
 use tokio::time::Instant;
 
 use crate::fleet::Fleet;
 use crate::machines::Rejected;
-use crate::outcome::{Attempted, MachineId, ModelId};
+use crate::outcome::{Attempted, MachineId, ModelId, Wire};
+use crate::registry::Api;
 use crate::request::Parsed;
 use crate::route::Routed;
-use crate::upstream::{relay, Answer, Endpoint};
+use crate::upstream::{relay, Answer, Endpoint, Framing};
 
 mod failure;
 
@@ -34,11 +35,56 @@ pub struct MachineAnswer;
 /// The `outcome` label of a served attempt in `labrouter_upstream_attempts_total`.
 const SUCCESS: &str = "success";
 
-/// Serves one parsed request along `decision`'s chain. `wait` is `x-labrouter-wait`.
-pub async fn forward(
+/// What a client asked, as each target is sent it and its answers are given back: the
+/// OpenAI side ([`OpenAi`]) passes both as they are; the Ollama side (`crate::ollama`)
+/// translates for machines that speak only OpenAI's API.
+pub trait Front: Send + Sync + 'static {
+    /// What to send a target called `backend` on a machine speaking `api`.
+    fn request(&self, backend: &str, api: Api) -> (Wire, Bytes);
+    /// Whether the request makes vectors: it falls back only to the same backend model
+    /// (SPEC §4).
+    fn embeds(&self) -> bool;
+    /// A machine's whole answer to `wire` as the client's body, with its content type
+    /// when it changed. Err: it cannot be given (the attempt counts as malformed).
+    fn answer(
+        &self,
+        wire: Wire,
+        body: Bytes,
+        started: Instant,
+    ) -> Result<(Bytes, Option<HeaderValue>), String>;
+    /// How a machine's stream from `wire` reaches the client, and its content type when it
+    /// changes.
+    fn framing(&self, wire: Wire, started: Instant) -> (Framing, Option<HeaderValue>);
+}
+
+/// An OpenAI request to OpenAI's API: only `model` is rewritten, answers pass as they are.
+pub struct OpenAi {
+    pub endpoint: Endpoint,
+    pub parsed: Parsed,
+}
+
+impl Front for OpenAi {
+    fn request(&self, backend: &str, _: Api) -> (Wire, Bytes) {
+        (Wire::OpenAi(self.endpoint), self.parsed.body_for(backend))
+    }
+
+    fn embeds(&self) -> bool {
+        self.endpoint == Endpoint::Embeddings
+    }
+
+    fn answer(&self, _: Wire, body: Bytes, _: Instant) -> Result<(Bytes, Option<HeaderValue>), String> {
+        Ok((body, None))
+    }
+
+    fn framing(&self, _: Wire, _: Instant) -> (Framing, Option<HeaderValue>) {
+        (Framing::sse(), None)
+    }
+}
+
+/// Serves one request along `decision`'s chain. `wait` is `x-labrouter-wait`.
+pub async fn forward<F: Front>(
     fleet: Arc<Fleet>,
-    endpoint: Endpoint,
-    parsed: Parsed,
+    front: F,
     decision: Routed,
     wait: Option<Duration>,
 ) -> Response {
@@ -67,7 +113,7 @@ pub async fn forward(
         for &model in chain {
             // Embeddings fall back only to the same backend model: vectors of another model
             // would corrupt the client's index without a word (SPEC §4).
-            if endpoint == Endpoint::Embeddings && reg.models[model].backend != first_backend {
+            if front.embeds() && reg.models[model].backend != first_backend {
                 continue;
             }
             // The chain moves on while the request's deadline allows (SPEC §3.2).
@@ -82,11 +128,12 @@ pub async fn forward(
                     continue;
                 }
             };
-            let body = parsed.body_for(&reg.models[model].backend);
             let upstream = &fleet.upstreams[machine];
+            let (wire, body) = front.request(&reg.models[model].backend, upstream.api);
             let failed = match upstream
-                .attempt(model, endpoint, body, deadline, &lease)
+                .attempt(model, wire, body, deadline, &lease)
                 .await
+                .and_then(|answer| given(&front, model, wire, answer, started))
             {
                 Ok(Answer::Full {
                     status,
@@ -113,11 +160,20 @@ pub async fn forward(
                 }) => {
                     count_served(&fleet, &label, model, &attempts, started);
                     let target = reg.target_name(model);
-                    let body = relay(first, rest, lease, Arc::clone(upstream), deadline, target);
+                    let (framing, translated) = front.framing(wire, started);
+                    let body = relay(
+                        first,
+                        rest,
+                        lease,
+                        Arc::clone(upstream),
+                        deadline,
+                        target,
+                        framing,
+                    );
                     let mut resp = Response::new(Body::from_stream(body));
                     *resp.status_mut() = status;
                     let h = resp.headers_mut();
-                    if let Some(ct) = content_type {
+                    if let Some(ct) = translated.or(content_type) {
                         h.insert(axum::http::header::CONTENT_TYPE, ct);
                     }
                     h.insert(
@@ -184,6 +240,38 @@ pub async fn forward(
         let mut resp = nothing_served(&fleet, &label, &attempts);
         label_headers(resp.headers_mut(), &fleet, &label, None, &attempts);
         return resp;
+    }
+}
+
+/// A whole answer as the client gets it (streams are translated as they go, by their
+/// framing); one that cannot be given is a malformed answer.
+fn given<F: Front>(
+    front: &F,
+    model: ModelId,
+    wire: Wire,
+    answer: Answer,
+    started: Instant,
+) -> Result<Answer, Attempted> {
+    let Answer::Full {
+        status,
+        content_type,
+        body,
+    } = answer
+    else {
+        return Ok(answer);
+    };
+    match front.answer(wire, body, started) {
+        Ok((body, ct)) => Ok(Answer::Full {
+            status,
+            content_type: ct.or(content_type),
+            body,
+        }),
+        Err(why) => Err(Attempted::counted(
+            model,
+            crate::breaker::FailureKind::Malformed,
+            crate::outcome::Fault::BadAnswer,
+            format!("malformed answer: {why}"),
+        )),
     }
 }
 

@@ -16,13 +16,13 @@ use tokio::time::Instant;
 use crate::body::Unread;
 use crate::breaker::FailureKind;
 use crate::machines::Lease;
-use crate::outcome::{words, Attempted, Fault, ModelId};
-use crate::registry::{Machine, Timeouts};
+use crate::outcome::{words, Attempted, Call, Fault, ModelId, Wire};
+use crate::registry::{Api, Machine, Timeouts};
 
 pub mod classify;
 mod stream;
 
-pub use stream::{relay, DoneTail};
+pub use stream::{error_event, relay, Convert, DoneLine, DoneTail, Framing, Tail};
 
 pub use crate::outcome::Endpoint;
 
@@ -34,6 +34,12 @@ pub struct Upstream {
     /// The endpoint URLs, parsed once: parsing a URL per request was a sixth of the
     /// proxy's instructions (see the README's Performance section).
     endpoints: [reqwest::Url; 3],
+    /// Ollama's own endpoints (`/api/chat` …), at the URL without its `/v1`; sent to only
+    /// when the machine speaks Ollama's API.
+    native: [reqwest::Url; 4],
+    /// The URL without its `/v1`: where Ollama's `/api/ps` and `/api/show` are.
+    root: String,
+    pub api: Api,
     liveness_url: reqwest::Url,
     /// `Bearer <key>` read from the machine's `api_key_env` at load; marked sensitive so
     /// it never shows in debug output.
@@ -100,7 +106,20 @@ impl Upstream {
             .health
             .as_ref()
             .map_or("/models", |h| h.path.as_str());
+        let root = machine
+            .url
+            .strip_suffix("/v1")
+            .unwrap_or(&machine.url)
+            .to_string();
         Ok(Upstream {
+            native: [
+                join(&root, Call::Chat.path())?,
+                join(&root, Call::Generate.path())?,
+                join(&root, Call::Embed.path())?,
+                join(&root, Call::Embeddings.path())?,
+            ],
+            root,
+            api: machine.api,
             client,
             name: machine.name.clone(),
             endpoints: [
@@ -116,14 +135,14 @@ impl Upstream {
         })
     }
 
-    /// Sends `body` to `endpoint` as `target` and waits for an answer worth giving the
+    /// Sends `body` to `wire`'s endpoint as `target` and waits for an answer worth giving the
     /// client, at most until `deadline` (the request's; this machine's `total` also applies).
     /// `lease` is vouched for at the first sign the machine works (SPEC §3.4): 2xx headers,
     /// a stream's first chunk, or a passed liveness check while the answer is pending.
     pub async fn attempt(
         &self,
         target: ModelId,
-        endpoint: Endpoint,
+        wire: Wire,
         body: Bytes,
         deadline: Instant,
         lease: &Lease,
@@ -142,7 +161,7 @@ impl Upstream {
         };
         let mut req = self
             .client
-            .post(self.endpoints[endpoint as usize].clone())
+            .post(self.url(wire).clone())
             .header(CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(auth) = &self.auth {
@@ -174,14 +193,23 @@ impl Upstream {
         if !status.is_success() {
             return self.refusal(target, resp, deadline).await;
         }
-        let is_sse = content_type
+        let streams = content_type
             .as_ref()
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if is_sse {
+            .is_some_and(|v| {
+                v.starts_with("text/event-stream") || v.starts_with("application/x-ndjson")
+            });
+        if streams {
             let mut rest = resp.bytes_stream().boxed();
             let cut = |detail: String| counted(FailureKind::StreamCut, Fault::BadAnswer, detail);
             return match self.next_chunk(&mut rest, deadline, lease).await {
+                // Ollama says a failure before its first token as an `{"error": ...}` line.
+                Chunk::Data(first) if matches!(wire, Wire::Ollama(_)) && error_line(&first) => {
+                    Err(cut(format!(
+                        "stream's first line is an error: {}",
+                        crate::text::bounded(&String::from_utf8_lossy(&first))
+                    )))
+                }
                 Chunk::Data(first) => {
                     lease.vouch();
                     Ok(Answer::Stream {
@@ -224,7 +252,7 @@ impl Upstream {
             // No idle bound is asked of the reader: only the deadline stops a silent answer.
             Ok(Err(Unread::Stalled)) | Err(_) => return Err(past_deadline()),
         };
-        if let Err(why) = classify::valid_completion(endpoint, &body) {
+        if let Err(why) = classify::valid_answer(wire, &body) {
             let detail = format!("malformed answer: {why}");
             return Err(counted(FailureKind::Malformed, Fault::BadAnswer, detail));
         }
@@ -233,6 +261,76 @@ impl Upstream {
             content_type,
             body,
         })
+    }
+
+    /// Where `wire` is sent on this machine.
+    fn url(&self, wire: Wire) -> &reqwest::Url {
+        match wire {
+            Wire::OpenAi(e) => &self.endpoints[e as usize],
+            Wire::Ollama(c) => &self.native[c as usize],
+        }
+    }
+
+    /// A small answer from an Ollama server's own API (`/api/ps`, `/api/show`): `body`
+    /// POSTed (else a GET), bounded by `first_byte` for the whole exchange and by
+    /// `max_upstream_body` in size. Never counted by the breaker: it is not work.
+    pub async fn native(&self, path: &str, body: Option<Bytes>) -> Result<(StatusCode, Bytes), String> {
+        self.fetch(format!("{}{path}", self.root), body).await
+    }
+
+    /// [`Upstream::native`] at any URL of the machine.
+    async fn fetch(&self, url: String, body: Option<Bytes>) -> Result<(StatusCode, Bytes), String> {
+        let req = match body {
+            Some(b) => self
+                .client
+                .post(url)
+                .header(CONTENT_TYPE, "application/json")
+                .body(b),
+            None => self.client.get(url),
+        };
+        let req = match &self.auth {
+            Some(auth) => req.header(AUTHORIZATION, auth.clone()),
+            None => req,
+        };
+        let exchange = async {
+            let resp = req
+                .send()
+                .await
+                .map_err(|e| classify::send_error(&e, self.timeouts.connect).detail)?;
+            let status = resp.status();
+            let body = self.read_whole(resp).await.map_err(|e| match e {
+                Unread::TooLarge => format!("answer larger than {} bytes", self.max_body),
+                Unread::Broken(e) => format!("answer cut: {}", classify::root(&e)),
+                Unread::Stalled => "answer stalled".to_string(),
+            })?;
+            Ok((status, body))
+        };
+        tokio::time::timeout(self.timeouts.first_byte, exchange)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {}", words(self.timeouts.first_byte))))
+    }
+
+    /// The context length an OpenAI-compatible machine's model list gives for `backend`:
+    /// vLLM's `max_model_len`, llama-server's `meta.n_ctx_train`, or a `context_length`.
+    pub async fn context_length(&self, backend: &str) -> Option<u64> {
+        let (status, body) = self.fetch(format!("{}/models", self.url), None).await.ok()?;
+        if !status.is_success() {
+            return None;
+        }
+        let list: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        let entry = list["data"]
+            .as_array()?
+            .iter()
+            .find(|m| m["id"].as_str() == Some(backend))?;
+        let found = [
+            &entry["max_model_len"],
+            &entry["meta"]["n_ctx_train"],
+            &entry["context_length"],
+            &entry["max_context_length"],
+        ]
+        .into_iter()
+        .find_map(serde_json::Value::as_u64);
+        found
     }
 
     /// A non-2xx answer, classified by SPEC §3.2; a client error's answer is read to be
@@ -354,6 +452,13 @@ impl Upstream {
             Waited::Deadline => Chunk::Deadline,
         }
     }
+}
+
+/// Whether a stream's first bytes are Ollama's `{"error": ...}` line.
+fn error_line(first: &[u8]) -> bool {
+    let start = first.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(first.len());
+    let line = &first[start..];
+    line.starts_with(b"{\"error\"")
 }
 
 /// `base` + `path` as a URL.

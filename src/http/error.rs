@@ -52,6 +52,8 @@ pub enum Code {
     TaskStoreFailed,
     IdempotentRequestLost,
     AnswerTooLarge,
+    // 501
+    NotImplemented,
 }
 
 impl Code {
@@ -86,6 +88,7 @@ impl Code {
             | Code::TaskStoreFailed
             | Code::IdempotentRequestLost => StatusCode::INTERNAL_SERVER_ERROR,
             Code::AnswerTooLarge => StatusCode::BAD_GATEWAY,
+            Code::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         }
     }
 

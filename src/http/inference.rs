@@ -74,6 +74,37 @@ pub(super) async fn read_body(
         })
 }
 
+/// `x-labrouter-wait`: how long a request may wait for a machine to come back.
+pub(super) fn wait_header(headers: &HeaderMap) -> Result<Option<Duration>, AppError> {
+    headers
+        .get("x-labrouter-wait")
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| "expected a duration such as 30s".to_string())
+                .and_then(|v| parse_duration_max(v, WAIT_MAX).map_err(|e| e.to_string()))
+        })
+        .transpose()
+        .map_err(|e| AppError::new(Code::InvalidHeader, format!("x-labrouter-wait: {e}")))
+}
+
+/// Embeddings must name their model (SPEC §4): a vector store must never get vectors from
+/// a model it did not ask for, and keyword routing could pick a different one each time.
+pub(super) fn needs_model(fleet: &crate::fleet::Fleet) -> AppError {
+    let names: Vec<&str> = fleet
+        .registry
+        .models
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    AppError::new(
+        Code::ModelRequired,
+        format!(
+            "embeddings need a model: keyword routing ('auto') could embed with a different model each time; name one of: {}",
+            names.join(", ")
+        ),
+    )
+}
+
 async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<Response, AppError> {
     let fleet = svc.fleet();
     let (parts, body) = req.into_parts();
@@ -85,28 +116,13 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
         return Err(idempotency::streamed());
     }
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    let wait = header("x-labrouter-wait")
-        .map(|v| parse_duration_max(v, WAIT_MAX))
-        .transpose()
-        .map_err(|e| AppError::new(Code::InvalidHeader, format!("x-labrouter-wait: {e}")))?;
+    let wait = wait_header(&parts.headers)?;
     // A vector store must never get vectors from a model it did not ask for (SPEC §4).
     // Routing reads a missing, empty or `auto` model alike: as "route by content".
     if endpoint == Endpoint::Embeddings
         && matches!(parsed.model.as_deref(), None | Some("auto") | Some(""))
     {
-        let names: Vec<&str> = fleet
-            .registry
-            .models
-            .iter()
-            .map(|m| m.name.as_str())
-            .collect();
-        return Err(AppError::new(
-            Code::ModelRequired,
-            format!(
-                "embeddings need a model: keyword routing ('auto') could embed with a different model each time; name one of: {}",
-                names.join(", ")
-            ),
-        ));
+        return Err(needs_model(&fleet));
     }
     let decision = fleet
         .matcher
@@ -123,7 +139,7 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
         Keyed::new(&owner, &key, endpoint.path(), &parsed.body)
     });
     let limit = fleet.registry.server.max_upstream_body;
-    let work = crate::proxy::forward(fleet, endpoint, parsed, decision, wait);
+    let work = crate::proxy::forward(fleet, crate::proxy::OpenAi { endpoint, parsed }, decision, wait);
     match keyed {
         None => Ok(work.await),
         Some(keyed) => {

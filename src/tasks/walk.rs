@@ -132,7 +132,7 @@ where
         let body = parsed.body_for(&reg.models[model].backend);
         let upstream = &fleet.upstreams[machine];
         let failed = match upstream
-            .attempt(model, endpoint, body, deadline, &lease)
+            .attempt(model, endpoint.into(), body, deadline, &lease)
             .await
         {
             Ok(Answer::Full { status, body, .. }) => {

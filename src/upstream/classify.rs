@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use tokio::time::Instant;
 
-use super::Endpoint;
+use crate::outcome::{Call, Endpoint, Wire};
 use crate::breaker::{Failure, FailureKind};
 use crate::outcome::{words, Attempted, Effect, Fault, ModelId, Reason};
 
@@ -167,32 +167,40 @@ pub fn retry_after_str(s: &str) -> Option<Duration> {
     Some(Duration::try_from(left).unwrap_or(Duration::ZERO).min(max))
 }
 
-#[derive(Deserialize)]
-struct Completion {
-    #[allow(dead_code)]
-    choices: Vec<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct Embeddings {
-    #[allow(dead_code)]
-    data: Vec<IgnoredAny>,
-}
-
-/// A 200 must be a real completion: JSON with `choices` (or `data` for embeddings).
-pub fn valid_completion(endpoint: Endpoint, body: &[u8]) -> Result<(), String> {
-    let parsed = match endpoint {
-        Endpoint::Chat | Endpoint::Completions => {
-            serde_json::from_slice::<Completion>(body).map(|_| ())
+/// Structs whose one required field makes an answer valid; the rest is skipped unread.
+macro_rules! needs {
+    ($($name:ident: $field:ident: $ty:ty),* $(,)?) => {$(
+        #[derive(Deserialize)]
+        struct $name {
+            #[allow(dead_code)]
+            $field: $ty,
         }
-        Endpoint::Embeddings => serde_json::from_slice::<Embeddings>(body).map(|_| ()),
+    )*};
+}
+
+needs! {
+    Completion: choices: Vec<IgnoredAny>,
+    Embeddings: data: Vec<IgnoredAny>,
+    OllamaChat: message: IgnoredAny,
+    OllamaGenerate: response: IgnoredAny,
+    OllamaEmbed: embeddings: Vec<IgnoredAny>,
+    OllamaEmbedding: embedding: Vec<IgnoredAny>,
+}
+
+/// A 200 must be a real answer: for OpenAI's API, JSON with `choices` (`data` for
+/// embeddings); for Ollama's, with `message` (chat), `response` (generate), `embeddings`
+/// or `embedding`.
+pub fn valid_answer(wire: Wire, body: &[u8]) -> Result<(), String> {
+    fn read<T: for<'a> Deserialize<'a>>(body: &[u8]) -> Result<(), serde_json::Error> {
+        serde_json::from_slice::<T>(body).map(|_| ())
+    }
+    let (parsed, field) = match wire {
+        Wire::OpenAi(Endpoint::Chat | Endpoint::Completions) => (read::<Completion>(body), "choices"),
+        Wire::OpenAi(Endpoint::Embeddings) => (read::<Embeddings>(body), "data"),
+        Wire::Ollama(Call::Chat) => (read::<OllamaChat>(body), "message"),
+        Wire::Ollama(Call::Generate) => (read::<OllamaGenerate>(body), "response"),
+        Wire::Ollama(Call::Embed) => (read::<OllamaEmbed>(body), "embeddings"),
+        Wire::Ollama(Call::Embeddings) => (read::<OllamaEmbedding>(body), "embedding"),
     };
-    parsed.map_err(|e| {
-        let what = if endpoint == Endpoint::Embeddings {
-            "data"
-        } else {
-            "choices"
-        };
-        format!("expected JSON with '{what}' ({e})")
-    })
+    parsed.map_err(|e| format!("expected JSON with '{field}' ({e})"))
 }

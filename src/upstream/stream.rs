@@ -24,8 +24,129 @@ struct Relay {
     upstream: Arc<Upstream>,
     deadline: Instant,
     target: String,
-    /// The last bytes seen, to tell a finished stream (`data: [DONE]`) from a cut one.
-    tail: DoneTail,
+    framing: Framing,
+}
+
+/// How a stream's bytes reach the client: how its end is told, whether they are
+/// translated on the way, and the event that ends it when it breaks.
+pub struct Framing {
+    /// What the machine's stream ends with when it finished.
+    pub tail: Tail,
+    /// The machine's bytes turned into the client's; `None`: passed on as they are.
+    pub convert: Option<Box<dyn Convert>>,
+    /// The last event of a stream that broke after reaching the client.
+    pub error: fn(target: &str, failure: &Failure) -> Bytes,
+}
+
+impl Framing {
+    /// An OpenAI stream to an OpenAI client: SSE as it comes, ended by `[DONE]`.
+    pub fn sse() -> Framing {
+        Framing {
+            tail: Tail::Sse(DoneTail::new()),
+            convert: None,
+            error: error_event,
+        }
+    }
+}
+
+/// A stream translated on its way to the client, chunk by chunk.
+pub trait Convert: Send {
+    /// The client's bytes for the machine's next bytes (split anywhere); empty when they
+    /// complete nothing yet. Err: the stream cannot be translated (said in plain words).
+    fn push(&mut self, chunk: &[u8]) -> Result<Bytes, String>;
+}
+
+/// How a finished stream is told from a cut one, by the framing the machine speaks.
+#[derive(Clone, Debug)]
+pub enum Tail {
+    /// OpenAI's SSE: `data: [DONE]`.
+    Sse(DoneTail),
+    /// Ollama's NDJSON: a last line with `"done": true`.
+    Ndjson(DoneLine),
+}
+
+impl Tail {
+    fn observe(&mut self, chunk: &[u8]) {
+        match self {
+            Tail::Sse(t) => t.observe(chunk),
+            Tail::Ndjson(t) => t.observe(chunk),
+        }
+    }
+
+    fn finished(&self) -> bool {
+        match self {
+            Tail::Sse(t) => t.finished(),
+            Tail::Ndjson(t) => t.finished(),
+        }
+    }
+
+    /// What an unfinished stream lacked, for the failure's detail.
+    fn missing(&self) -> &'static str {
+        match self {
+            Tail::Sse(_) => "stream ended without [DONE]",
+            Tail::Ndjson(_) => "stream ended without its \"done\": true line",
+        }
+    }
+}
+
+/// Whether an NDJSON stream's last line says `"done":true`, in constant space: each line
+/// is scanned as it goes by, whitespace aside, for the key and its value. Inside a JSON
+/// string the quotes would be escaped, so text cannot fake it.
+#[derive(Clone, Debug, Default)]
+pub struct DoneLine {
+    /// The current line's last non-blank bytes, oldest first.
+    window: [u8; DONE.len()],
+    len: usize,
+    /// The current line has non-blank bytes / has said it is done.
+    current: bool,
+    current_done: bool,
+    /// The last complete non-blank line said it is done.
+    last_done: bool,
+}
+
+/// What a finished Ollama stream's last line holds, whitespace removed.
+const DONE: &[u8] = b"\"done\":true";
+
+impl DoneLine {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn observe(&mut self, chunk: &[u8]) {
+        for &b in chunk {
+            if b == b'\n' {
+                if self.current {
+                    self.last_done = self.current_done;
+                }
+                self.current = false;
+                self.current_done = false;
+                self.len = 0;
+                continue;
+            }
+            if b.is_ascii_whitespace() {
+                continue;
+            }
+            self.current = true;
+            if self.len == DONE.len() {
+                self.window.copy_within(1.., 0);
+                self.len -= 1;
+            }
+            self.window[self.len] = b;
+            self.len += 1;
+            if self.window[..self.len] == *DONE {
+                self.current_done = true;
+            }
+        }
+    }
+
+    /// Whether the last non-blank line said `"done": true`.
+    pub fn finished(&self) -> bool {
+        if self.current {
+            self.current_done
+        } else {
+            self.last_done
+        }
+    }
 }
 
 /// How many of a stream's last bytes [`DoneTail`] keeps.
@@ -72,6 +193,7 @@ pub fn relay(
     upstream: Arc<Upstream>,
     deadline: Instant,
     target: String,
+    framing: Framing,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     let deadline = deadline.min(crate::clock::from_now(upstream.timeouts.total));
     let relay = Relay {
@@ -81,49 +203,68 @@ pub fn relay(
         upstream,
         deadline,
         target,
-        tail: DoneTail::new(),
+        framing,
     };
     stream::unfold(relay, |mut r| async move {
-        if let Some(b) = r.first.take() {
-            r.tail.observe(&b);
-            return Some((Ok(b), r));
-        }
         let lease = r.lease.take()?;
-        let failure = match r.upstream.next_chunk(&mut r.rest, r.deadline, &lease).await {
-            Chunk::Data(b) => {
-                r.tail.observe(&b);
-                r.lease = Some(lease);
-                return Some((Ok(b), r));
+        let failure = loop {
+            let chunk = match r.first.take() {
+                Some(b) => Chunk::Data(b),
+                None => r.upstream.next_chunk(&mut r.rest, r.deadline, &lease).await,
+            };
+            let b = match chunk {
+                Chunk::Data(b) => b,
+                Chunk::End if r.framing.tail.finished() => {
+                    lease.succeed();
+                    return None;
+                }
+                other => break ended(other, &r.upstream, &r.framing.tail),
+            };
+            r.framing.tail.observe(&b);
+            let out = match r.framing.convert.as_mut() {
+                None => Ok(b),
+                Some(c) => c.push(&b),
+            };
+            match out {
+                // Nothing for the client yet: read on.
+                Ok(out) if out.is_empty() => continue,
+                Ok(out) => {
+                    r.lease = Some(lease);
+                    return Some((Ok(out), r));
+                }
+                Err(why) => {
+                    break Failure::new(FailureKind::Malformed, format!("stream unusable: {why}"))
+                }
             }
-            Chunk::End if r.tail.finished() => {
-                lease.succeed();
-                return None;
-            }
-            Chunk::End => Failure::new(FailureKind::StreamCut, "stream ended without [DONE]"),
-            Chunk::Cut(detail) => {
-                Failure::new(FailureKind::StreamCut, format!("stream cut: {detail}"))
-            }
-            Chunk::Hung => Failure::new(
-                FailureKind::StreamHung,
-                format!(
-                    "stream silent for {} (liveness check failed)",
-                    words(r.upstream.timeouts.idle)
-                ),
-            ),
-            Chunk::Deadline => Failure::new(
-                FailureKind::Timeout,
-                "stream did not finish before its deadline",
-            ),
         };
         tracing::warn!(target_model = %r.target, reason = %failure, "stream broke after reaching the client");
-        let event = error_event(&r.target, &failure);
+        let event = (r.framing.error)(&r.target, &failure);
         lease.fail(failure);
         Some((Ok(event), r))
     })
 }
 
+/// Why a stream that reached the client did not finish: its next read was not data.
+fn ended(chunk: Chunk, upstream: &Upstream, tail: &Tail) -> Failure {
+    match chunk {
+        Chunk::Data(_) | Chunk::End => Failure::new(FailureKind::StreamCut, tail.missing()),
+        Chunk::Cut(detail) => Failure::new(FailureKind::StreamCut, format!("stream cut: {detail}")),
+        Chunk::Hung => Failure::new(
+            FailureKind::StreamHung,
+            format!(
+                "stream silent for {} (liveness check failed)",
+                words(upstream.timeouts.idle)
+            ),
+        ),
+        Chunk::Deadline => Failure::new(
+            FailureKind::Timeout,
+            "stream did not finish before its deadline",
+        ),
+    }
+}
+
 /// The SSE event that ends a broken stream: OpenAI's error envelope, never `[DONE]`.
-fn error_event(target: &str, failure: &Failure) -> Bytes {
+pub fn error_event(target: &str, failure: &Failure) -> Bytes {
     let body = serde_json::json!({"error": {
         "type": crate::outcome::Unserved::BadGateway.kind(),
         "code": failure.kind.as_str(),

@@ -91,6 +91,29 @@ impl TestLab {
         edit: impl FnOnce(String) -> String,
     ) -> TestLab {
         let gpu = Sim::start("gpu-box").await.expect("sim");
+        TestLab::start_on(gpu, server_extra, defaults_extra, edit).await
+    }
+
+    /// The lab with an Ollama server on the GPU box (`api: ollama`, SPEC §11): the CPU box
+    /// and local speak only OpenAI's API.
+    pub async fn start_ollama_gpu() -> TestLab {
+        let gpu = Sim::start_ollama("gpu-box").await.expect("sim");
+        let url = gpu.base_url();
+        TestLab::start_on(gpu, "", "", |yaml| {
+            let plain = format!("gpu-box: {{ url: \"{url}\" }}");
+            let ollama = format!("gpu-box: {{ url: \"{url}\", api: ollama }}");
+            assert!(yaml.contains(&plain));
+            yaml.replace(&plain, &ollama)
+        })
+        .await
+    }
+
+    async fn start_on(
+        gpu: Sim,
+        server_extra: &str,
+        defaults_extra: &str,
+        edit: impl FnOnce(String) -> String,
+    ) -> TestLab {
         let cpu = Sim::start("ubuntu-box").await.expect("sim");
         let local = Sim::start("local").await.expect("sim");
         let yaml = edit(registry_yaml_with(

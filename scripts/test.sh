@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need from outside cargo, then runs
+# `cargo test` with any arguments given (`scripts/test.sh --test ollama_client`).
+#
+# - The official `ollama` Python client (PyPI), in a venv at target/test-venv, for
+#   tests/ollama_client.rs. python3 and its venv module come from Debian when missing and
+#   this runs as root. A test whose program is missing fails; it never skips.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${LABROUTER_TEST_VENV:-$PWD/target/test-venv}
+OLLAMA_CLIENT=${LABROUTER_OLLAMA_CLIENT:-ollama==0.6.3}
+
+apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; } ||
+      echo "scripts/test.sh: could not install $*" >&2
+  else
+    echo "scripts/test.sh: please install $* (Debian packages)" >&2
+  fi
+}
+
+if ! "$VENV/bin/python" -c 'import ollama' 2>/dev/null; then
+  command -v python3 >/dev/null || apt_install python3
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "$OLLAMA_CLIENT"
+fi
+export LABROUTER_TEST_PYTHON="$VENV/bin/python"
+
+exec cargo test "$@"
