@@ -31,6 +31,22 @@ pub enum LogFormat {
     Json,
 }
 
+/// `labrouter sim --api`: which API the simulated machine speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SimApi {
+    Openai,
+    Ollama,
+}
+
+impl From<SimApi> for crate::registry::Api {
+    fn from(api: SimApi) -> Self {
+        match api {
+            SimApi::Openai => crate::registry::Api::OpenAi,
+            SimApi::Ollama => crate::registry::Api::Ollama,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the OpenAI-compatible API and route requests across the registry's machines.
@@ -84,13 +100,16 @@ pub enum Command {
         /// The trace file (SPEC §9).
         trace: PathBuf,
     },
-    /// Run one simulated OpenAI-compatible machine on a loopback address (for trying
-    /// labrouter without a lab).
+    /// Run one simulated machine, OpenAI-compatible or Ollama, on a loopback address (for
+    /// trying labrouter without a lab).
     Sim {
         #[arg(long, default_value = "127.0.0.1:11434")]
         listen: SocketAddr,
         #[arg(long, default_value = "sim")]
         name: String,
+        /// The API it speaks: openai, or ollama (Ollama's own /api/... routes too).
+        #[arg(long, value_enum, default_value_t = SimApi::Openai)]
+        api: SimApi,
     },
     /// Run a simulated lab on loopback with a scripted outage, narrated as it happens.
     Demo {
@@ -181,4 +200,33 @@ pub enum TaskCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sim's `--api` of one command line, or clap's error text.
+    fn sim_api(args: &[&str]) -> Result<SimApi, String> {
+        let line = ["labrouter", "sim"].iter().chain(args);
+        match Cli::try_parse_from(line)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Sim { api, .. } => Ok(api),
+            other => Err(format!("not sim: {other:?}")),
+        }
+    }
+
+    #[test]
+    fn sim_api_is_openai_by_default_or_ollama() {
+        assert_eq!(sim_api(&[]), Ok(SimApi::Openai));
+        assert_eq!(sim_api(&["--api", "ollama"]), Ok(SimApi::Ollama));
+        assert_eq!(
+            crate::registry::Api::from(SimApi::Ollama),
+            crate::registry::Api::Ollama
+        );
+        let err = sim_api(&["--api", "vllm"]).unwrap_err();
+        assert!(err.contains("invalid value 'vllm'") && err.contains("openai, ollama"));
+    }
 }

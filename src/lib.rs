@@ -33,7 +33,7 @@
 //! - [`status`]: the typed `/status` view; `labrouter status` renders it as a table.
 //! - [`telemetry`]: Prometheus metrics; [`run()`] installs the recorder.
 //! - [`text`]: outside text bounded and escaped for logs, the ledger and messages.
-//! - [`sim`]: a simulated OpenAI-compatible machine with scriptable faults.
+//! - [`sim`]: a simulated OpenAI-compatible or Ollama machine with scriptable faults.
 //! - [`demo`]: `labrouter demo`, a simulated lab with a scripted outage, narrated.
 
 pub mod body;

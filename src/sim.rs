@@ -1,4 +1,5 @@
-//! A simulated OpenAI-compatible LLM server on loopback, scriptable into faults at runtime.
+//! A simulated LLM server on loopback, OpenAI-compatible or Ollama, scriptable into faults at
+//! runtime.
 //!
 //! Owns the fault vocabulary ([`Fault`]) and the [`Sim`] handle that tests, the demo, the soak,
 //! the benchmarks and `labrouter sim` use to make a "machine" misbehave on cue and to count what
@@ -6,8 +7,10 @@
 //! so paused-clock tests drive it deterministically.
 //!
 //! `fault` is the vocabulary, `serve` the port and its connections, `respond` how one request
-//! is answered under the current fault, `feed` the bodies that take time or space, and `counts`
-//! what reached the machine.
+//! is answered under the current fault, `ask` what a work request asks of its answer (tools,
+//! thinking, JSON, usage), `answers` the OpenAI-shaped answers, `ollama` Ollama's own routes
+//! and answers, `feed` the bodies that take time or space, and `counts` what reached the
+//! machine.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -19,10 +22,14 @@ use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+mod answers;
+mod ask;
 mod counts;
 mod fault;
 mod feed;
+mod ollama;
 mod respond;
+mod routes;
 mod serve;
 #[cfg(test)]
 mod tests;
@@ -30,7 +37,11 @@ mod tests;
 pub use counts::HIT_LOG_MAX;
 pub use fault::Fault;
 
+use crate::registry::Api;
 use counts::Counts;
+
+/// The model names an Ollama sim lists until [`Sim::set_models`] says otherwise.
+const DEFAULT_MODEL: &str = "sim-model:latest";
 
 /// Handle to one simulated machine; clones share it. Dropping handles does not stop serving
 /// (the accept loop is a detached task): call [`Sim::shutdown`].
@@ -43,6 +54,8 @@ pub struct Sim {
 struct Inner {
     name: String,
     addr: SocketAddr,
+    /// Which API it speaks; an Ollama sim answers the OpenAI routes too, as Ollama does.
+    api: Api,
     /// Runtime the sim was started in, so a synchronous `set` can rebind a tokio listener.
     rt: tokio::runtime::Handle,
     fault: watch::Sender<Fault>,
@@ -54,6 +67,8 @@ struct Inner {
     chunks: AtomicUsize,
     /// The assistant text of a whole answer; `None`: "ok from NAME".
     text: Mutex<Option<String>>,
+    /// The models an Ollama sim lists (/api/tags, /api/ps) and knows (/api/show).
+    models: Mutex<Vec<String>>,
     counts: Counts,
 }
 
@@ -64,13 +79,30 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Sim {
-    /// Binds 127.0.0.1:0 and serves in a spawned task. `name` appears in answers.
+    /// An OpenAI-compatible server: binds 127.0.0.1:0 and serves in a spawned task. `name`
+    /// appears in answers.
     pub async fn start(name: &str) -> io::Result<Sim> {
         Sim::start_on(name, SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await
     }
 
-    /// Same, on a given loopback address (`labrouter sim` and the benchmarks use fixed ports).
+    /// Same, on a given loopback address (the benchmarks and the benchmarks use fixed ports).
     pub async fn start_on(name: &str, addr: SocketAddr) -> io::Result<Sim> {
+        Sim::start_with(name, addr, Api::OpenAi).await
+    }
+
+    /// An Ollama server on 127.0.0.1:0: Ollama's own routes (/api/...) and the OpenAI ones.
+    pub async fn start_ollama(name: &str) -> io::Result<Sim> {
+        Sim::start_with(
+            name,
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            Api::Ollama,
+        )
+        .await
+    }
+
+    /// Binds a loopback address (port 0 for any) and serves `api` in a spawned task; an
+    /// address that is not loopback is refused.
+    pub async fn start_with(name: &str, addr: SocketAddr, api: Api) -> io::Result<Sim> {
         if !addr.ip().is_loopback() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -81,6 +113,7 @@ impl Sim {
         let inner = Arc::new(Inner {
             name: name.to_owned(),
             addr: listener.local_addr()?,
+            api,
             rt: tokio::runtime::Handle::current(),
             fault: watch::Sender::new(Fault::Ok),
             stopped: watch::Sender::new(false),
@@ -88,19 +121,32 @@ impl Sim {
             listener: Mutex::new(Some(listener)),
             chunks: AtomicUsize::new(3),
             text: Mutex::new(None),
+            models: Mutex::new(vec![DEFAULT_MODEL.to_owned()]),
             counts: Counts::default(),
         });
         tokio::spawn(serve::accept_loop(inner.clone()));
         Ok(Sim { inner })
     }
 
+    /// The name it was started with, which its answers carry.
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
-    /// "http://127.0.0.1:PORT/v1" — the OpenAI base URL a registry names.
+    /// Which API it speaks.
+    pub fn api(&self) -> Api {
+        self.inner.api
+    }
+
+    /// "http://127.0.0.1:PORT/v1" — the OpenAI base URL a registry names (for an Ollama sim
+    /// too: labrouter strips `/v1` for Ollama's own routes).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.inner.addr)
+        format!("{}/v1", self.root_url())
+    }
+
+    /// "http://127.0.0.1:PORT" — where Ollama's own routes (/api/...) and `/` live.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.inner.addr)
     }
 
     /// Switches the fault; Refuse closes the port now, anything else reopens it now (unless
@@ -115,7 +161,8 @@ impl Sim {
         }
     }
 
-    /// Number of SSE content chunks a stream sends before `data: [DONE]` (default 3).
+    /// Number of pieces (`NAME-i `) a plain stream sends (default 3): SSE chunks before
+    /// `data: [DONE]`, NDJSON lines before Ollama's done line.
     pub fn set_chunks(&self, n: usize) {
         self.inner.chunks.store(n, Ordering::Relaxed);
     }
@@ -125,13 +172,21 @@ impl Sim {
         *lock(&self.inner.text) = text.map(str::to_string);
     }
 
+    /// The models an Ollama sim lists and knows from now on (default `sim-model:latest`), so
+    /// a test can tell two sims apart by their model lists.
+    pub fn set_models(&self, models: &[&str]) {
+        *lock(&self.inner.models) = models.iter().map(|m| (*m).to_owned()).collect();
+    }
+
     /// Requests received on this exact path, counted when the request head arrived, whatever
     /// the fault (Hang and Reset requests count; refused connections do not).
     pub fn hits(&self, path: &str) -> u64 {
         self.inner.counts.hits(path)
     }
 
-    /// Requests on every path except /v1/models (the work that reached the machine).
+    /// Requests on every path except the metadata ones (the work that reached the machine):
+    /// /v1/models, and Ollama's /api/tags, /api/ps, /api/version, /api/show and `/` (whatever
+    /// API the sim speaks).
     pub fn work_hits(&self) -> u64 {
         self.inner.counts.work_hits()
     }

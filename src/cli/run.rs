@@ -72,11 +72,12 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Sim { listen, name } => {
-            let sim = crate::sim::Sim::start_on(&name, listen)
+        Command::Sim { listen, name, api } => {
+            let api = crate::registry::Api::from(api);
+            let sim = crate::sim::Sim::start_with(&name, listen, api)
                 .await
                 .with_context(|| format!("cannot listen on {listen}"))?;
-            tracing::info!(url = %sim.base_url(), %name, "simulated machine serving; Ctrl-C stops it");
+            tracing::info!(url = %sim.base_url(), %name, api = api.as_str(), "simulated machine serving; Ctrl-C stops it");
             shutdown_signal().await;
             sim.shutdown();
             Ok(ExitCode::SUCCESS)

@@ -1,7 +1,8 @@
 //! What reached the simulated machine: requests per path, when work arrived, the last work body.
 //!
-//! Work means every path but /v1/models (the health probe), so tests can tell traffic the
-//! router routed from its own checks.
+//! Work means every path but the metadata ones ([`METADATA`]: the model lists, the version,
+//! the banner a health probe asks for), so tests can tell traffic the router routed from its
+//! own checks.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,8 +15,21 @@ use super::lock;
 /// The most work-request arrival times a sim remembers (a soak of hours stays bounded).
 pub const HIT_LOG_MAX: usize = 1 << 22;
 
-/// The path that is not work: the model list a health check asks for.
-const MODELS: &str = "/v1/models";
+/// The paths that are not work: OpenAI's model list and Ollama's model lists, model card,
+/// version and banner, whatever API the sim speaks.
+const METADATA: [&str; 6] = [
+    "/v1/models",
+    "/api/tags",
+    "/api/ps",
+    "/api/version",
+    "/api/show",
+    "/",
+];
+
+/// Whether a request on `path` is work (anything but [`METADATA`]).
+fn is_work(path: &str) -> bool {
+    !METADATA.contains(&path)
+}
 
 #[derive(Default)]
 pub(super) struct Counts {
@@ -29,7 +43,7 @@ impl Counts {
     /// Counts one request on `path` (a work request also logs its arrival time).
     pub(super) fn count(&self, path: &str) {
         *lock(&self.hits).entry(path.to_owned()).or_insert(0) += 1;
-        if path != MODELS {
+        if is_work(path) {
             let mut log = lock(&self.hit_log);
             if log.len() < HIT_LOG_MAX {
                 log.push(SystemTime::now());
@@ -44,7 +58,7 @@ impl Counts {
     pub(super) fn work_hits(&self) -> u64 {
         let hits = lock(&self.hits);
         hits.iter()
-            .filter(|(p, _)| p.as_str() != MODELS)
+            .filter(|(p, _)| is_work(p))
             .map(|(_, n)| n)
             .sum()
     }

@@ -9,6 +9,9 @@ use serde_json::{json, Value};
 
 use super::*;
 
+mod ollama;
+mod rich;
+
 /// No pooling: each request opens a fresh connection, so faults apply to it cleanly.
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -24,6 +27,34 @@ async fn chat(sim: &Sim, stream: bool) -> reqwest::Result<reqwest::Response> {
         .json(&body)
         .send()
         .await
+}
+
+/// POSTs `body` as JSON to `url` on a fresh connection.
+async fn post(url: String, body: Value) -> reqwest::Result<reqwest::Response> {
+    client().post(url).json(&body).send().await
+}
+
+/// GETs `url` on a fresh connection and reads its JSON.
+async fn get_json(url: String) -> Value {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Waits (yielding, not sleeping) until `path` was hit `n` times.
+async fn until_hits(sim: &Sim, path: &str, n: u64) {
+    for _ in 0..10_000 {
+        if sim.hits(path) >= n {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("{path} never reached {n} hits");
 }
 
 /// Reads a stream until it ends or fails; returns the text and whether it failed.
@@ -134,12 +165,7 @@ async fn hang_counts_but_never_answers() {
     sim.set(Fault::Hang);
     let url = format!("{}/models", sim.base_url());
     let task = tokio::spawn(async move { client().get(url).send().await });
-    for _ in 0..10_000 {
-        if sim.hits("/v1/models") == 1 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    until_hits(&sim, "/v1/models", 1).await;
     assert_eq!(sim.hits("/v1/models"), 1);
     assert!(tokio::time::timeout(Duration::from_secs(3600), task)
         .await

@@ -1,0 +1,100 @@
+//! Which route a request is on: OpenAI's work routes (every sim), Ollama's own work routes
+//! (an Ollama sim), the metadata routes that answer whatever the load, or none.
+
+use hyper::Method;
+
+use crate::registry::Api;
+
+/// A route a request can be on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Route {
+    /// `/v1/...` work, on every sim.
+    OpenAi(OpenAiWork),
+    /// `/api/...` work, on an Ollama sim.
+    Native(NativeWork),
+    /// A metadata route: answers at once unless the machine is frozen or resets.
+    Meta(Meta),
+    Unknown,
+}
+
+/// OpenAI's work routes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum OpenAiWork {
+    /// `POST /v1/chat/completions`
+    Chat,
+    /// `POST /v1/completions`
+    Completions,
+    /// `POST /v1/embeddings`
+    Embeddings,
+}
+
+/// Ollama's own work routes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum NativeWork {
+    /// `POST /api/chat`
+    Chat,
+    /// `POST /api/generate`
+    Generate,
+    /// `POST /api/embed`
+    Embed,
+    /// `POST /api/embeddings` (the older single-vector form)
+    Embeddings,
+}
+
+impl NativeWork {
+    /// Whether it makes vectors (and so never streams).
+    pub(super) fn embeds(self) -> bool {
+        matches!(self, NativeWork::Embed | NativeWork::Embeddings)
+    }
+}
+
+/// The metadata routes: none of them is work (see [`Sim::work_hits`]).
+///
+/// [`Sim::work_hits`]: super::Sim::work_hits
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Meta {
+    /// `GET /v1/models`, on every sim.
+    Models,
+    /// `GET|HEAD /api/tags`
+    Tags,
+    /// `GET /api/ps`
+    Ps,
+    /// `GET|HEAD /api/version`
+    Version,
+    /// `POST /api/show`
+    Show,
+    /// `GET|HEAD /`: "Ollama is running".
+    Root,
+}
+
+/// The route of `method path` on a sim speaking `api`.
+pub(super) fn route(api: Api, method: &Method, path: &str) -> Route {
+    let openai = match (method, path) {
+        (&Method::POST, "/v1/chat/completions") => Route::OpenAi(OpenAiWork::Chat),
+        (&Method::POST, "/v1/completions") => Route::OpenAi(OpenAiWork::Completions),
+        (&Method::POST, "/v1/embeddings") => Route::OpenAi(OpenAiWork::Embeddings),
+        (&Method::GET, "/v1/models") => Route::Meta(Meta::Models),
+        _ => Route::Unknown,
+    };
+    match (openai, api) {
+        (Route::Unknown, Api::Ollama) => native(method, path),
+        _ => openai,
+    }
+}
+
+/// The route of `method path` among Ollama's own.
+fn native(method: &Method, path: &str) -> Route {
+    let get_or_head = method == Method::GET || method == Method::HEAD;
+    match (path, method == Method::POST) {
+        ("/api/chat", true) => Route::Native(NativeWork::Chat),
+        ("/api/generate", true) => Route::Native(NativeWork::Generate),
+        ("/api/embed", true) => Route::Native(NativeWork::Embed),
+        ("/api/embeddings", true) => Route::Native(NativeWork::Embeddings),
+        ("/api/show", true) => Route::Meta(Meta::Show),
+        ("/api/tags", false) if get_or_head => Route::Meta(Meta::Tags),
+        ("/api/ps", false) if method == Method::GET => Route::Meta(Meta::Ps),
+        ("/api/version", false) if get_or_head => Route::Meta(Meta::Version),
+        ("/", false) if get_or_head => Route::Meta(Meta::Root),
+        _ => Route::Unknown,
+    }
+}
