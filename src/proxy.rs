@@ -72,7 +72,12 @@ impl Front for OpenAi {
         self.endpoint == Endpoint::Embeddings
     }
 
-    fn answer(&self, _: Wire, body: Bytes, _: Instant) -> Result<(Bytes, Option<HeaderValue>), String> {
+    fn answer(
+        &self,
+        _: Wire,
+        body: Bytes,
+        _: Instant,
+    ) -> Result<(Bytes, Option<HeaderValue>), String> {
         Ok((body, None))
     }
 

@@ -274,7 +274,11 @@ impl Upstream {
     /// A small answer from an Ollama server's own API (`/api/ps`, `/api/show`): `body`
     /// POSTed (else a GET), bounded by `first_byte` for the whole exchange and by
     /// `max_upstream_body` in size. Never counted by the breaker: it is not work.
-    pub async fn native(&self, path: &str, body: Option<Bytes>) -> Result<(StatusCode, Bytes), String> {
+    pub async fn native(
+        &self,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<(StatusCode, Bytes), String> {
         self.fetch(format!("{}{path}", self.root), body).await
     }
 
@@ -307,13 +311,21 @@ impl Upstream {
         };
         tokio::time::timeout(self.timeouts.first_byte, exchange)
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {}", words(self.timeouts.first_byte))))
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "no answer within {}",
+                    words(self.timeouts.first_byte)
+                ))
+            })
     }
 
     /// The context length an OpenAI-compatible machine's model list gives for `backend`:
     /// vLLM's `max_model_len`, llama-server's `meta.n_ctx_train`, or a `context_length`.
     pub async fn context_length(&self, backend: &str) -> Option<u64> {
-        let (status, body) = self.fetch(format!("{}/models", self.url), None).await.ok()?;
+        let (status, body) = self
+            .fetch(format!("{}/models", self.url), None)
+            .await
+            .ok()?;
         if !status.is_success() {
             return None;
         }
@@ -456,7 +468,10 @@ impl Upstream {
 
 /// Whether a stream's first bytes are Ollama's `{"error": ...}` line.
 fn error_line(first: &[u8]) -> bool {
-    let start = first.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(first.len());
+    let start = first
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(first.len());
     let line = &first[start..];
     line.starts_with(b"{\"error\"")
 }

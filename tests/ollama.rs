@@ -18,7 +18,10 @@ use serde_json::Value;
 
 /// Every NDJSON line of a body, parsed; panics on a line that is not JSON.
 pub fn lines(body: &str) -> Vec<Value> {
-    assert!(body.ends_with('\n'), "NDJSON ends each line with a newline: {body:?}");
+    assert!(
+        body.ends_with('\n'),
+        "NDJSON ends each line with a newline: {body:?}"
+    );
     body.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?} in {body:?}")))
         .collect()

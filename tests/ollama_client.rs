@@ -110,7 +110,10 @@ async fn the_gpu_boxs_ollama_refusing_moves_the_client_to_the_openai_box() {
     });
     let seen = client(&t.base, "fallback").await;
     for s in seen["seen"].as_array().unwrap() {
-        assert_eq!(s["text"], "ubuntu-box-0 ubuntu-box-1 ubuntu-box-2 ", "{seen}");
+        assert_eq!(
+            s["text"], "ubuntu-box-0 ubuntu-box-1 ubuntu-box-2 ",
+            "{seen}"
+        );
         assert_eq!(s["done"], true);
     }
     // Three failures reached the GPU box; then its breaker was open and the fourth

@@ -139,7 +139,12 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
         Keyed::new(&owner, &key, endpoint.path(), &parsed.body)
     });
     let limit = fleet.registry.server.max_upstream_body;
-    let work = crate::proxy::forward(fleet, crate::proxy::OpenAi { endpoint, parsed }, decision, wait);
+    let work = crate::proxy::forward(
+        fleet,
+        crate::proxy::OpenAi { endpoint, parsed },
+        decision,
+        wait,
+    );
     match keyed {
         None => Ok(work.await),
         Some(keyed) => {

@@ -72,8 +72,14 @@ async fn work(svc: &Service, call: Call, req: Request) -> Result<Response, AppEr
         .headers
         .get("x-labrouter-route")
         .and_then(|v| v.to_str().ok());
-    let decision = resolve(&fleet, route, asked.as_deref(), &request.text, request.has_image)
-        .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
+    let decision = resolve(
+        &fleet,
+        route,
+        asked.as_deref(),
+        &request.text,
+        request.has_image,
+    )
+    .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
     let asked = asked.unwrap_or_else(|| "auto".to_string());
     let limit = fleet.registry.server.max_upstream_body;
     let front = Ollama::new(request, asked, limit);
@@ -113,8 +119,16 @@ fn resolve(
 fn names(fleet: &Fleet) -> Vec<(String, Option<ModelId>)> {
     let reg = &fleet.registry;
     let mut out: Vec<(String, Option<ModelId>)> = vec![("auto".into(), None)];
-    out.extend(reg.routes.iter().map(|r| (r.name.clone(), r.chain.first().copied())));
-    out.extend(reg.models.enumerate().map(|(i, m)| (m.name.clone(), Some(i))));
+    out.extend(
+        reg.routes
+            .iter()
+            .map(|r| (r.name.clone(), r.chain.first().copied())),
+    );
+    out.extend(
+        reg.models
+            .enumerate()
+            .map(|(i, m)| (m.name.clone(), Some(i))),
+    );
     for (i, m) in reg.models.enumerate() {
         let sharing = reg.models.iter().filter(|o| o.backend == m.backend).count();
         if sharing == 1 {
@@ -250,9 +264,8 @@ async fn named(svc: &Service, req: Request) -> Result<(Arc<Fleet>, String, Model
     let decision = resolve(&fleet, None, Some(&name), "", false)
         .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
     let first = decision.chain(&fleet.registry).first().copied();
-    let target = first.ok_or_else(|| {
-        AppError::new(Code::ModelNotFound, format!("'{name}' names no target"))
-    })?;
+    let target = first
+        .ok_or_else(|| AppError::new(Code::ModelNotFound, format!("'{name}' names no target")))?;
     Ok((fleet, name, target))
 }
 
@@ -279,7 +292,11 @@ pub async fn show(State(svc): State<Arc<Service>>, req: Request) -> Result<Respo
             }
         }
     }
-    let context = if down { None } else { upstream.context_length(&model.backend).await };
+    let context = if down {
+        None
+    } else {
+        upstream.context_length(&model.backend).await
+    };
     let mut info = serde_json::Map::new();
     info.insert("general.architecture".into(), json!(""));
     info.insert("general.basename".into(), json!(model.backend));
@@ -390,10 +407,7 @@ pub async fn errors(req: Request, next: Next) -> Response {
     let message = match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(o)) => match o.get("error") {
             Some(Value::String(_)) => return Response::from_parts(parts, Body::from(bytes)),
-            Some(Value::Object(e)) => e
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            Some(Value::Object(e)) => e.get("message").and_then(Value::as_str).map(str::to_string),
             _ => None,
         },
         _ => None,

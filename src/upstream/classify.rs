@@ -10,9 +10,9 @@ use serde::Deserialize;
 
 use tokio::time::Instant;
 
-use crate::outcome::{Call, Endpoint, Wire};
 use crate::breaker::{Failure, FailureKind};
 use crate::outcome::{words, Attempted, Effect, Fault, ModelId, Reason};
+use crate::outcome::{Call, Endpoint, Wire};
 
 /// A non-2xx answer (SPEC §3.2). `Fault::Client` means the machine refused the request
 /// itself: its answer goes back to the client as is and the chain stops.
@@ -195,7 +195,9 @@ pub fn valid_answer(wire: Wire, body: &[u8]) -> Result<(), String> {
         serde_json::from_slice::<T>(body).map(|_| ())
     }
     let (parsed, field) = match wire {
-        Wire::OpenAi(Endpoint::Chat | Endpoint::Completions) => (read::<Completion>(body), "choices"),
+        Wire::OpenAi(Endpoint::Chat | Endpoint::Completions) => {
+            (read::<Completion>(body), "choices")
+        }
         Wire::OpenAi(Endpoint::Embeddings) => (read::<Embeddings>(body), "data"),
         Wire::Ollama(Call::Chat) => (read::<OllamaChat>(body), "message"),
         Wire::Ollama(Call::Generate) => (read::<OllamaGenerate>(body), "response"),

@@ -46,10 +46,12 @@ async fn each_chunk_goes_out_as_it_arrives() {
     assert_eq!(at[..3], [10, 20, 30], "{at:?}");
     let last = got.last().unwrap();
     assert_eq!(last["done"], true);
-    // Durations in nanoseconds: the first token after 10 s, the rest after 20 more.
+    // Durations in nanoseconds: the first token after 10 s; the sim drips its finish and
+    // usage chunks too, so the stream ends at 50 s.
+    assert_eq!(at.last(), Some(&50), "{at:?}");
     assert_eq!(last["prompt_eval_duration"], 10_000_000_000u64, "{last}");
-    assert_eq!(last["eval_duration"], 20_000_000_000u64, "{last}");
-    assert_eq!(last["total_duration"], 30_000_000_000u64, "{last}");
+    assert_eq!(last["eval_duration"], 40_000_000_000u64, "{last}");
+    assert_eq!(last["total_duration"], 50_000_000_000u64, "{last}");
     // Usage asked for on the upstream stream, and carried back.
     let s = sent(&t);
     assert_eq!(s["stream"], true);
@@ -85,8 +87,14 @@ async fn options_format_and_think_become_the_openai_fields() {
     assert_eq!(s["stop"], json!(["\n\n"]));
     assert_eq!(s["response_format"], json!({"type": "json_object"}));
     assert_eq!(s["chat_template_kwargs"]["enable_thinking"], true);
-    assert_eq!(s["messages"][0], json!({"role": "system", "content": "be terse"}));
-    assert!(s.get("keep_alive").is_none() && s.get("options").is_none(), "{s}");
+    assert_eq!(
+        s["messages"][0],
+        json!({"role": "system", "content": "be terse"})
+    );
+    assert!(
+        s.get("keep_alive").is_none() && s.get("options").is_none(),
+        "{s}"
+    );
     // The answer: JSON text, the reasoning as `thinking`, counts from `usage`.
     let content = v["message"]["content"].as_str().unwrap();
     let parsed: Value = serde_json::from_str(content).expect("format json gives JSON");
@@ -123,7 +131,11 @@ async fn a_tool_call_round_trip() {
         .collect();
     assert_eq!(calls.len(), 1, "{body}");
     assert_eq!(calls[0]["function"]["name"], "get_weather");
-    assert_eq!(calls[0]["function"]["arguments"], json!({"city": "sim"}), "{body}");
+    assert_eq!(
+        calls[0]["function"]["arguments"],
+        json!({"city": "sim"}),
+        "{body}"
+    );
     assert_eq!(got.last().unwrap()["done"], true);
 
     // The client answers the call the Ollama way: no ids. labrouter makes them up, the
@@ -146,8 +158,13 @@ async fn a_tool_call_round_trip() {
     let call = &s["messages"][1]["tool_calls"][0];
     assert_eq!(call["type"], "function");
     assert_eq!(call["function"]["name"], "get_weather");
-    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-    assert_eq!(args, json!({"city": "Paris"}), "OpenAI takes arguments as a string");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        args,
+        json!({"city": "Paris"}),
+        "OpenAI takes arguments as a string"
+    );
     let id = call["id"].as_str().unwrap();
     assert!(!id.is_empty());
     assert_eq!(s["messages"][2]["role"], "tool");
@@ -249,6 +266,12 @@ async fn a_translated_stream_cut_mid_way_ends_with_an_error_line() {
     let got = lines(&body);
     assert_eq!(text_of(&got), "local-0 local-1 ", "{body}");
     let last = got.last().unwrap();
-    assert!(last["error"].as_str().unwrap().contains("small@local failed mid-stream"), "{body}");
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap()
+            .contains("small@local failed mid-stream"),
+        "{body}"
+    );
     assert!(!body.contains("\"done\":true"), "{body}");
 }

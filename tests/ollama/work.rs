@@ -35,8 +35,8 @@ async fn a_chat_reaches_the_ollama_machine_natively_and_comes_back_as_it_answere
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_ollama_machine_refusing_falls_back_to_the_openai_box_in_ndjson_and_opens_after_three(
-) {
+async fn the_ollama_machine_refusing_falls_back_to_the_openai_box_in_ndjson_and_opens_after_three()
+{
     let t = TestLab::start_ollama_gpu().await;
     t.gpu.set(Fault::Status {
         code: 500,
@@ -53,28 +53,43 @@ async fn the_ollama_machine_refusing_falls_back_to_the_openai_box_in_ndjson_and_
         assert_eq!(resp.status(), 200);
         assert_eq!(header(&resp, "content-type"), "application/x-ndjson");
         assert_eq!(header(&resp, "x-labrouter-target"), "coder-cpu@ubuntu-box");
-        assert_eq!(header(&resp, "x-labrouter-skipped"), "coder-gpu@gpu-box=http_5xx");
+        assert_eq!(
+            header(&resp, "x-labrouter-skipped"),
+            "coder-gpu@gpu-box=http_5xx"
+        );
         let body = resp.text().await.unwrap();
         let got = lines(&body);
-        assert_eq!(text_of(&got), "ubuntu-box-0 ubuntu-box-1 ubuntu-box-2 ", "{body}");
+        assert_eq!(
+            text_of(&got),
+            "ubuntu-box-0 ubuntu-box-1 ubuntu-box-2 ",
+            "{body}"
+        );
         let last = got.last().unwrap();
         assert_eq!(last["done"], true, "{body}");
         assert_eq!(last["done_reason"], "stop", "{body}");
-        assert_eq!(last["model"], "code", "the name the client asked for: {body}");
-        assert!(got[..got.len() - 1].iter().all(|l| l["done"] == false), "{body}");
+        assert_eq!(
+            last["model"], "code",
+            "the name the client asked for: {body}"
+        );
+        assert!(
+            got[..got.len() - 1].iter().all(|l| l["done"] == false),
+            "{body}"
+        );
         assert_eq!(t.work(), (i, i, 0));
     }
     assert_eq!(t.state("gpu-box"), "open");
     // Open: skipped in microseconds, nothing sent.
     let resp = ask().await;
-    assert_eq!(header(&resp, "x-labrouter-skipped"), "coder-gpu@gpu-box=circuit_open");
+    assert_eq!(
+        header(&resp, "x-labrouter-skipped"),
+        "coder-gpu@gpu-box=circuit_open"
+    );
     assert_eq!(resp.status(), 200);
     assert_eq!(t.work(), (3, 4, 0));
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_native_stream_cut_before_its_first_line_falls_back_and_after_it_ends_with_an_error()
-{
+async fn a_native_stream_cut_before_its_first_line_falls_back_and_after_it_ends_with_an_error() {
     let t = TestLab::start_ollama_gpu().await;
     t.gpu.set(Fault::CutAfter(0));
     let resp = t
@@ -84,7 +99,10 @@ async fn a_native_stream_cut_before_its_first_line_falls_back_and_after_it_ends_
         )
         .await;
     assert_eq!(resp.status(), 200);
-    assert_eq!(header(&resp, "x-labrouter-skipped"), "coder-gpu@gpu-box=stream_cut");
+    assert_eq!(
+        header(&resp, "x-labrouter-skipped"),
+        "coder-gpu@gpu-box=stream_cut"
+    );
     let got = lines(&resp.text().await.unwrap());
     assert_eq!(text_of(&got), "ubuntu-box-0 ubuntu-box-1 ubuntu-box-2 ");
     assert_eq!(got.last().unwrap()["done"], true);
@@ -109,7 +127,11 @@ async fn a_native_stream_cut_before_its_first_line_falls_back_and_after_it_ends_
     assert!(!body.contains("\"done\":true"), "{body}");
     assert_eq!(t.work(), (2, 1, 0));
     assert_eq!(
-        t.lab.machines.snapshot(t.lab.registry.machine_index("gpu-box").unwrap()).breaker.failures,
+        t.lab
+            .machines
+            .snapshot(t.lab.registry.machine_index("gpu-box").unwrap())
+            .breaker
+            .failures,
         2
     );
 }
@@ -126,7 +148,10 @@ async fn a_native_stream_whose_first_line_is_an_error_falls_back() {
         )
         .await;
     assert_eq!(resp.status(), 200);
-    assert_eq!(header(&resp, "x-labrouter-skipped"), "coder-gpu@gpu-box=malformed");
+    assert_eq!(
+        header(&resp, "x-labrouter-skipped"),
+        "coder-gpu@gpu-box=malformed"
+    );
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["message"]["content"], "ok from ubuntu-box", "{v}");
     assert_eq!(v["done"], true);
@@ -139,12 +164,28 @@ async fn bad_bodies_get_400_with_an_ollama_error_and_change_nothing() {
     let cases: &[(&str, &str, &str)] = &[
         ("/api/chat", "not json", "JSON"),
         ("/api/chat", "[1, 2]", "JSON object"),
-        ("/api/chat", r#"{"model": "code", "messages": "hi"}"#, "messages"),
+        (
+            "/api/chat",
+            r#"{"model": "code", "messages": "hi"}"#,
+            "messages",
+        ),
         ("/api/chat", r#"{"model": 7, "messages": []}"#, "model"),
-        ("/api/generate", r#"{"model": "code", "prompt": 5}"#, "prompt"),
+        (
+            "/api/generate",
+            r#"{"model": "code", "prompt": 5}"#,
+            "prompt",
+        ),
         ("/api/chat", r#"{"model": "nope", "messages": []}"#, "nope"),
-        ("/api/embed", r#"{"input": "vectors please"}"#, "embeddings need a model"),
-        ("/api/embed", r#"{"model": "auto:latest", "input": "x"}"#, "embeddings need a model"),
+        (
+            "/api/embed",
+            r#"{"input": "vectors please"}"#,
+            "embeddings need a model",
+        ),
+        (
+            "/api/embed",
+            r#"{"model": "auto:latest", "input": "x"}"#,
+            "embeddings need a model",
+        ),
     ];
     for (path, body, says) in cases {
         let resp = t
@@ -235,7 +276,10 @@ async fn embeddings_stay_on_their_model_and_reach_ollama_natively() {
     assert_eq!(v["model"], "small");
     assert_eq!(t.local.hits("/v1/embeddings"), 1);
     let resp = t
-        .post("/api/embeddings", json!({"model": "small", "prompt": "one"}))
+        .post(
+            "/api/embeddings",
+            json!({"model": "small", "prompt": "one"}),
+        )
         .await;
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["embedding"], json!([0.1, 0.2, 0.3]), "{v}");
