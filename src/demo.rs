@@ -123,7 +123,7 @@ pub async fn run(opts: &Options, out: &mut dyn Write) -> Result<Summary, DemoErr
     if !(opts.speed.is_finite() && (0.25..=4.0).contains(&opts.speed)) {
         return Err(DemoError::Speed(opts.speed));
     }
-    let gpu = Sim::start("gpu-box").await?;
+    let gpu = Sim::start_ollama("gpu-box").await?;
     let cpu = Sim::start("ubuntu-box").await?;
     let local = Sim::start("local").await?;
     let sims = [gpu, cpu, local];
@@ -260,14 +260,22 @@ fn header(
             .filter(|md| md.machine == i)
             .map(|md| md.name.as_str())
             .collect();
+        let speaks = match m.api {
+            crate::registry::Api::Ollama => "Ollama",
+            crate::registry::Api::OpenAi => "OpenAI",
+        };
         n.plain(&format!(
-            "  {:<11} {:<32} {}",
+            "  {:<11} {:<32} {:<7} {}",
             m.name,
             m.url,
+            speaks,
             models.join(", ")
         ))?;
     }
-    n.plain(&format!("  {:<11} {router}/v1", "router"))?;
+    n.plain(&format!(
+        "  {:<11} {router}/v1 (OpenAI) and {router}/api (Ollama)",
+        "router"
+    ))?;
     for r in &reg.routes {
         let chain: Vec<String> = r.chain.iter().map(|&m| reg.target_name(m)).collect();
         n.plain(&format!("  route {:<10} {}", r.name, chain.join(" -> ")))?;
@@ -287,7 +295,7 @@ fn header(
         ))?;
     }
     n.plain(&format!(
-        "  traffic: {WORKERS} agents, each sending an interactive request every {} (code, vision, summarize, chat)",
+        "  traffic: {WORKERS} agents, each sending an interactive request every {} (code, vision, summarize, chat; the chat and half the streamed code through Ollama's API)",
         words(scaled(EVERY_S, opts.speed))
     ))?;
     let limits = &reg.tasks;

@@ -334,9 +334,14 @@ impl Upstream {
             .as_array()?
             .iter()
             .find(|m| m["id"].as_str() == Some(backend))?;
-        ["/max_model_len", "/meta/n_ctx_train", "/context_length", "/max_context_length"]
-            .into_iter()
-            .find_map(|at| entry.pointer(at).and_then(serde_json::Value::as_u64))
+        [
+            "/max_model_len",
+            "/meta/n_ctx_train",
+            "/context_length",
+            "/max_context_length",
+        ]
+        .into_iter()
+        .find_map(|at| entry.pointer(at).and_then(serde_json::Value::as_u64))
     }
 
     /// A non-2xx answer, classified by SPEC §3.2; a client error's answer is read to be

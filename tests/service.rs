@@ -308,7 +308,13 @@ async fn status_and_dashboard_show_every_machine_and_state() {
     assert!(v["host"]["mem_total_bytes"].as_u64().unwrap() > 0);
     assert!(v["host"]["uptime_s"].as_u64().is_some());
 
-    let page = reqwest::get(format!("{base}/")).await.unwrap();
+    // A browser asks for HTML (anything else gets Ollama's greeting, SPEC §11).
+    let page = reqwest::Client::new()
+        .get(format!("{base}/"))
+        .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(header(&page, "content-type"), "text/html; charset=utf-8");
     let html = page.text().await.unwrap();
     assert!(html.contains("<html") && html.contains("status/events"));

@@ -119,7 +119,7 @@ defaults:
   breaker: {{ failure_threshold: 3, cooldown: {cooldown}, backoff: 2.0, max_cooldown: {max_cooldown}, success_threshold: 1 }}
   max_concurrency: 8
 machines:
-  gpu-box: {{ url: "{gpu}" }}
+  gpu-box: {{ url: "{gpu}", api: ollama }}
   ubuntu-box: {{ url: "{cpu}" }}
   local: {{ url: "{local}" }}
 models:

@@ -72,22 +72,63 @@ const CHAT: [&str; 2] = [
 /// A 1×1 PNG: vision requests carry an image part, as a real client's would.
 const PIXEL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
-/// The body of request `n`, and whether it streams.
-fn body(kind: Kind, n: u64) -> (Value, bool) {
+/// The API a request speaks: agents speak OpenAI's; Home Assistant's small talk and half of
+/// the editor's code requests speak Ollama's (SPEC §11), to the same router.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Api {
+    OpenAi,
+    Ollama,
+}
+
+/// The body of request `n`, the API it speaks, and whether it streams.
+fn body(kind: Kind, n: u64) -> (Value, Api, bool) {
     let pick = |list: &[&'static str]| list[(n / MIX.len() as u64) as usize % list.len()];
-    let (content, stream) = match kind {
-        Kind::Code => (json!(pick(&CODE)), n.is_multiple_of(2)),
+    let (content, api, stream) = match kind {
+        // Streamed code in turns: OpenAI's SSE, then Ollama's NDJSON (like Continue).
+        Kind::Code if n.is_multiple_of(2) => {
+            let api = if (n / 2).is_multiple_of(2) {
+                Api::OpenAi
+            } else {
+                Api::Ollama
+            };
+            (json!(pick(&CODE)), api, true)
+        }
+        Kind::Code => (json!(pick(&CODE)), Api::OpenAi, false),
         Kind::Vision => (
             json!([{"type": "text", "text": pick(&VISION)},
                    {"type": "image_url", "image_url": {"url": PIXEL}}]),
+            Api::OpenAi,
             false,
         ),
-        Kind::Summarize => (json!(pick(&SUMMARIZE)), !n.is_multiple_of(2)),
-        Kind::Chat => (json!(pick(&CHAT)), false),
+        Kind::Summarize => (json!(pick(&SUMMARIZE)), Api::OpenAi, !n.is_multiple_of(2)),
+        // Home Assistant's assistant: Ollama's API, streamed.
+        Kind::Chat => (json!(pick(&CHAT)), Api::Ollama, true),
     };
     let body = json!({"model": "auto", "stream": stream,
                       "messages": [{"role": "user", "content": content}]});
-    (body, stream)
+    (body, api, stream)
+}
+
+/// Whether an answer was complete: a whole completion, or a stream that said it was done
+/// and never broke.
+fn complete(api: Api, stream: bool, bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    match (api, stream) {
+        (Api::OpenAi, true) => text.contains("data: [DONE]") && !text.contains("\"error\""),
+        (Api::OpenAi, false) => serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .and_then(|v| v["choices"].as_array().map(|c| !c.is_empty()))
+            .unwrap_or(false),
+        (Api::Ollama, true) => text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .last()
+            .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            .is_some_and(|v| v["done"] == true && v.get("error").is_none()),
+        (Api::Ollama, false) => serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .is_some_and(|v| v["message"].is_object()),
+    }
 }
 
 /// What became of one request.
@@ -114,7 +155,6 @@ pub struct Traffic {
     client: reqwest::Client,
     /// The router's base URL.
     router: String,
-    url: String,
     sent: AtomicU64,
     /// Per kind: the machine and `model@machine` its route tries first.
     first: [(MachineId, String); 4],
@@ -140,7 +180,6 @@ impl Traffic {
         Ok(Traffic {
             client,
             router: router.to_string(),
-            url: format!("{router}/v1/chat/completions"),
             sent: AtomicU64::new(0),
             first,
             down: reg
@@ -173,15 +212,25 @@ impl Traffic {
         if self.down[first_machine.0].load(Ordering::Relaxed) {
             self.tasks_while_down[first_machine.0].fetch_add(1, Ordering::Relaxed);
         }
-        let (body, stream) = body(kind, n);
-        let outcome = self.send(&body, stream, first_target).await;
+        let (body, api, stream) = body(kind, n);
+        let outcome = self.send(&body, api, stream, first_target).await;
         Done { n, kind, outcome }
     }
 
-    async fn send(&self, body: &Value, stream: bool, first: &str) -> Result<Served, String> {
+    async fn send(
+        &self,
+        body: &Value,
+        api: Api,
+        stream: bool,
+        first: &str,
+    ) -> Result<Served, String> {
+        let path = match api {
+            Api::OpenAi => "/v1/chat/completions",
+            Api::Ollama => "/api/chat",
+        };
         let resp = self
             .client
-            .post(&self.url)
+            .post(format!("{}{path}", self.router))
             .json(body)
             .send()
             .await
@@ -204,14 +253,7 @@ impl Traffic {
             let snippet: String = text.chars().take(160).collect();
             return Err(format!("HTTP {status}: {snippet}"));
         }
-        let complete = if stream {
-            text.contains("data: [DONE]") && !text.contains("\"error\"")
-        } else {
-            serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|v| v["choices"].as_array().map(|c| !c.is_empty()))
-                .unwrap_or(false)
-        };
+        let complete = complete(api, stream, &bytes);
         if !complete {
             return Err(format!("HTTP 200 from {target}, but not a complete answer"));
         }
