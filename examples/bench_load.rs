@@ -6,9 +6,11 @@
 //! - `rate --url URL [--url URL2 ...] --rps 1000 --secs 10`: open loop at a fixed rate (one
 //!   request every 1/rps, each on its own task, so a slow answer never delays the next send);
 //!   latency from send to the last body byte. Several URLs take turns in 2 s slices.
-//! - `ttft --url URL [--url URL2 ...] --n 20`: sequential streaming requests, URLs taking
-//!   turns; time to the first SSE content chunk, to the last one, and the most chunks that
-//!   ever arrived in one read (1 = nothing was held back and batched).
+//! - `ttft --url URL [--url URL2 ...] --n 20 [--body B ...]`: sequential streaming requests,
+//!   URLs taking turns; time to the first content chunk (an SSE `data: {` event, or an
+//!   Ollama NDJSON line with `"done":false`), to the last one, and the most chunks that ever
+//!   arrived in one read (1 = nothing was held back and batched). One `--body` serves every
+//!   URL; several go to the URLs in order (an OpenAI body and an Ollama one).
 //! - `streams --url URL --n 1000 --rss-pid PID`: opens N streams at once, waits until every
 //!   one has its first chunk, reads the RSS of PID, holds them a moment, then drops them.
 //!
@@ -64,8 +66,8 @@ enum Mode {
         url: Vec<String>,
         #[arg(long, default_value_t = 20)]
         n: usize,
-        #[arg(long, default_value = STREAM_BODY)]
-        body: String,
+        #[arg(long, default_values_t = [STREAM_BODY.to_string()])]
+        body: Vec<String>,
     },
     /// N concurrent open streams; prints the RSS of `rss_pid` while they are open.
     Streams {
@@ -269,7 +271,7 @@ async fn rate(
     Ok(lines.join("\n"))
 }
 
-/// Arrival times (since the send) of each SSE content chunk of one stream, and the most
+/// Arrival times (since the send) of each content chunk (SSE or NDJSON) of one stream, and the most
 /// content chunks that came in a single read.
 async fn one_stream(
     client: &reqwest::Client,
@@ -294,7 +296,7 @@ async fn one_stream(
         let frame = frame.map_err(|e| format!("stream broke: {e}"))?;
         let at = t0.elapsed();
         let text = String::from_utf8_lossy(&frame);
-        let content = text.matches("data: {").count();
+        let content = text.matches("data: {").count() + text.matches("\"done\":false").count();
         most = most.max(content);
         arrivals.extend(std::iter::repeat_n(at, content));
     }
@@ -310,16 +312,24 @@ struct StreamStats {
     chunks: usize,
 }
 
-async fn ttft(urls: Vec<String>, n: usize, body: String) -> Result<String, String> {
+async fn ttft(urls: Vec<String>, n: usize, bodies: Vec<String>) -> Result<String, String> {
     let client = client(4)?;
+    if bodies.len() != 1 && bodies.len() != urls.len() {
+        return Err(format!(
+            "{} bodies for {} URLs: give one, or one per URL",
+            bodies.len(),
+            urls.len()
+        ));
+    }
+    let body_of = |i: usize| &bodies[i.min(bodies.len() - 1)];
     // One unrecorded stream each opens the pooled connections.
-    for url in &urls {
-        one_stream(&client, url, &body).await?;
+    for (i, url) in urls.iter().enumerate() {
+        one_stream(&client, url, body_of(i)).await?;
     }
     let mut stats: Vec<StreamStats> = urls.iter().map(|_| StreamStats::default()).collect();
     for _ in 0..n {
-        for (url, s) in urls.iter().zip(stats.iter_mut()) {
-            let (arrivals, m) = one_stream(&client, url, &body).await?;
+        for (i, (url, s)) in urls.iter().zip(stats.iter_mut()).enumerate() {
+            let (arrivals, m) = one_stream(&client, url, body_of(i)).await?;
             let (Some(a), Some(z)) = (arrivals.first(), arrivals.last()) else {
                 return Err(format!("a stream from {url} carried no content chunk"));
             };

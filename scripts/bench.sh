@@ -363,9 +363,14 @@ FF_SENT_UPSTREAM=$(curl -s --max-time 5 "http://127.0.0.1:$P_ROUTER/status" |
 # ---------------------------------------------------------------- 4: streaming
 log "4. streaming: $CHUNKS chunks, $DRIP before each"
 STREAM_BODY='{"model":"stream","stream":true,"messages":[{"role":"user","content":"hi"}]}'
-TTFT_OUT=$("$LOAD" ttft --url "http://127.0.0.1:$P_DRIP$CHAT" --url "$ROUTER" --n 20 --body "$STREAM_BODY")
+# The same stream through Ollama's front door, translated SSE -> NDJSON (SPEC §11).
+OLLAMA_URL="http://127.0.0.1:$P_ROUTER/api/chat"
+OLLAMA_BODY='{"model":"stream","messages":[{"role":"user","content":"hi"}]}'
+TTFT_OUT=$("$LOAD" ttft --url "http://127.0.0.1:$P_DRIP$CHAT" --url "$ROUTER" --url "$OLLAMA_URL" --n 20 \
+  --body "$STREAM_BODY" --body "$STREAM_BODY" --body "$OLLAMA_BODY")
 S_DIRECT=$(grep "url=http://127.0.0.1:$P_DRIP$CHAT " <<<"$TTFT_OUT")
 S_ROUTER=$(grep "url=$ROUTER " <<<"$TTFT_OUT")
+S_OLLAMA=$(grep "url=$OLLAMA_URL " <<<"$TTFT_OUT")
 
 # ---------------------------------------------------------------- 5: hung machine
 log "5. hung first machine (first_byte 1s, breaker opens after 3 failures)"
@@ -432,6 +437,9 @@ IFS='|' read -r h3c h3t _ <<<"${HUNG[2]}"
 IFS='|' read -r h4c h4t h4s <<<"${HUNG[3]}"
 hung_ok=$(ok "$h1t < 2.5 && $h2t < 2.5 && $h3t < 2.5 && $h4t < 0.1 && \"$h4s\" == \"spare-m@spare\"")
 streams_ok=$(ok "$batch == 1 && ($gr - $gd) <= 500")
+to=$(kv "$S_OLLAMA" ttft_p50_us) go=$(kv "$S_OLLAMA" gap_mean_us) lo=$(kv "$S_OLLAMA" last_p50_us)
+batch_o=$(kv "$S_OLLAMA" max_chunks_per_read) nch_o=$(kv "$S_OLLAMA" chunks)
+per_chunk_o=$(awk -v a="$go" -v b="$gr" 'BEGIN { printf "%.3f", (a - b) / 1000 }')
 
 TABLE=$(cat <<EOF
 | # | measure | direct to sim | labrouter | nginx | result | target | verdict |
@@ -443,6 +451,8 @@ TABLE=$(cat <<EOF
 | 3 | fast-fail, all 3 machines open: structured 503 | | $(thousands "$ffr") req/s, p50 $(ms "$ffp50") / p99 $(ms "$ffp99") ms | | non-503 answers: $ffbad; upstream calls: ${FF_SENT_UPSTREAM:-?} | ≥ 30,000 req/s | $(ok "$ffr >= 30000") |
 | 4 | time to first token, p50 of 20 (ms; drip $DRIP) | $(ms "$td") | $(ms "$tr") | | added $(ms $((tr - td))) ms | ≤ 1 ms added | $(ok "($tr - $td) <= 1000") |
 | 4 | per-chunk gap / last of $nch chunks, p50 (ms) | $(ms "$gd") / $(ms "$ld") | $(ms "$gr") / $(ms "$lr") | | added $per_chunk ms per chunk; at most $batch chunk(s) per read | no buffering | $streams_ok |
+| 4 | Ollama front door (translated to NDJSON): time to first token, p50 (ms) | $(ms "$td") | OpenAI door $(ms "$tr"), Ollama door $(ms "$to") | | Ollama door adds $(ms $((to - tr))) ms to the OpenAI door | ≤ 1 ms added | $(ok "($to - $tr) <= 1000") |
+| 4 | Ollama front door: per-chunk gap / last of $nch_o chunks, p50 (ms) | $(ms "$gd") / $(ms "$ld") | OpenAI door $(ms "$gr") / $(ms "$lr"), Ollama door $(ms "$go") / $(ms "$lo") | | adds $per_chunk_o ms per chunk to the OpenAI door; at most $batch_o chunk(s) per read | no buffering | $(ok "$batch_o == 1 && ($go - $gr) <= 500") |
 | 5 | hung first machine: requests 1, 2, 3 (s) | | $h1t, $h2t, $h3t ($h1c, $h2c, $h3c by $h1s) | | each first_byte 1 s + liveness 1 s, then the fallback | ≈ 2 s each | $hung_ok |
 | 5 | hung first machine: request 4, breaker open (s) | | $h4t ($h4c by $h4s) | | skipped at once | fast | (above) |
 | 6 | route decision, 10 KB prompt, 1,000 routes × 5 keywords (µs, median) | | prose $D_PROSE; made-up words: some hits $D_SOME, none $D_NONE, dense $D_DENSE | | by route name $D_NAME; building the router $(awk -v v="$D_BUILD" 'BEGIN{printf "%.1f", v/1000}') ms | ≤ 20 µs | $(ok "$D_PROSE <= 20 && $D_SOME <= 20 && $D_NONE <= 20 && $D_DENSE <= 20") |
@@ -466,6 +476,7 @@ echo "raw: rate labrouter: $R_ROUTER"
 echo "raw: rate nginx: $R_NGINX"
 echo "raw: stream direct: $S_DIRECT"
 echo "raw: stream labrouter: $S_ROUTER"
+echo "raw: stream labrouter, Ollama door: $S_OLLAMA"
 echo "raw: streams: $M_STREAMS"
 task_report
 if [ -n "${BENCH_OUT:-}" ]; then printf '%s\n\n%s\n' "$TABLE" "$TASK_TABLE" >"$BENCH_OUT"; fi
