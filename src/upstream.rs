@@ -494,3 +494,18 @@ enum Chunk {
     Hung,
     Deadline,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::error_line;
+
+    #[test]
+    fn an_ollama_stream_that_opens_with_an_error_is_told() {
+        assert!(error_line(b"{\"error\":\"model failed to load\"}\n"));
+        assert!(error_line(b"\n  {\"error\": \"x\"}"));
+        assert!(!error_line(
+            b"{\"model\":\"m\",\"message\":{\"content\":\"{\\\"error\\\"\"}}"
+        ));
+        assert!(!error_line(b""));
+    }
+}

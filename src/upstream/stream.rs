@@ -286,6 +286,33 @@ mod tests {
         t.finished()
     }
 
+    fn line_done(chunks: &[&[u8]]) -> bool {
+        let mut t = DoneLine::new();
+        for c in chunks {
+            t.observe(c);
+        }
+        t.finished()
+    }
+
+    #[test]
+    fn an_ndjson_stream_is_done_when_its_last_line_says_so() {
+        let last = br#"{"model":"m","done":true,"done_reason":"stop","eval_count":3}"#;
+        assert!(line_done(&[b"{\"done\":false}\n", last, b"\n"]));
+        assert!(
+            line_done(&[b"{\"done\":false}\n", last]),
+            "no newline after it"
+        );
+        assert!(line_done(&[b"{\"do", b"ne\": ", b"tr", b"ue}\n\n  \n"]));
+        // A done line followed by anything else (an error line) is not done.
+        assert!(!line_done(&[last, b"\n{\"error\":\"boom\"}\n"]));
+        assert!(!line_done(&[b"{\"done\":false}\n{\"done\":tr"]));
+        // Text cannot fake it: inside a string the quotes are escaped.
+        assert!(!line_done(&[
+            br#"{"response":"\"done\":true","done":false}"#
+        ]));
+        assert!(!line_done(&[]));
+    }
+
     #[test]
     fn done_split_across_chunks_still_counts() {
         assert!(finished(&[b"data: {}\n\ndata: [DO", b"", b"NE]\n\n"]));
