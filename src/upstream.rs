@@ -9,7 +9,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
-use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
 use tokio::time::Instant;
 
@@ -26,17 +30,28 @@ pub use stream::{error_event, relay, Convert, DoneLine, DoneTail, Framing, Tail}
 
 pub use crate::outcome::Endpoint;
 
-/// A machine as the request path sees it: its pooled client, URL and timeouts.
+/// The hot path's HTTP client: hyper's pooled client, TLS for `https://` machines.
+type Hot =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A stream's body after its first chunk.
+pub type Chunks = BoxStream<'static, Result<Bytes, hyper::Error>>;
+
+/// A machine as the request path sees it: its pooled clients, URLs and timeouts.
 pub struct Upstream {
+    /// Work (every attempt): hyper's client, one layer under the request, its connections
+    /// pooled and driven by the runtime's workers.
+    hot: Hot,
+    /// Everything else (liveness and health checks, `/api/ps`, `/api/show`, model lists).
     client: reqwest::Client,
     pub name: String,
     url: String,
-    /// The endpoint URLs, parsed once: parsing a URL per request was a sixth of the
+    /// The endpoint URIs, parsed once: parsing a URL per request was a sixth of the
     /// proxy's instructions (see the README's Performance section).
-    endpoints: [reqwest::Url; 3],
+    endpoints: [hyper::Uri; 3],
     /// Ollama's own endpoints (`/api/chat` …), at the URL without its `/v1`; sent to only
     /// when the machine speaks Ollama's API.
-    native: [reqwest::Url; 4],
+    native: [hyper::Uri; 4],
     /// The URL without its `/v1`: where Ollama's `/api/ps` and `/api/show` are.
     root: String,
     pub api: Api,
@@ -71,7 +86,7 @@ pub enum Answer {
         status: StatusCode,
         content_type: Option<HeaderValue>,
         first: Bytes,
-        rest: BoxStream<'static, reqwest::Result<Bytes>>,
+        rest: Chunks,
     },
     /// The machine refused the request itself (400, 413, 422): its answer goes back as is
     /// and the chain stops (SPEC §3.2).
@@ -111,21 +126,36 @@ impl Upstream {
             .strip_suffix("/v1")
             .unwrap_or(&machine.url)
             .to_string();
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(machine.timeouts.connect));
+        http.enforce_http(false);
+        let tls = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| format!("cannot set up TLS: {e}"))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let hot = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_timer(TokioTimer::new())
+            .build(tls);
         Ok(Upstream {
+            hot,
             native: [
-                join(&root, Call::Chat.path())?,
-                join(&root, Call::Generate.path())?,
-                join(&root, Call::Embed.path())?,
-                join(&root, Call::Embeddings.path())?,
+                uri(&root, Call::Chat.path())?,
+                uri(&root, Call::Generate.path())?,
+                uri(&root, Call::Embed.path())?,
+                uri(&root, Call::Embeddings.path())?,
             ],
             root,
             api: machine.api,
             client,
             name: machine.name.clone(),
             endpoints: [
-                join(&machine.url, Endpoint::Chat.path())?,
-                join(&machine.url, Endpoint::Completions.path())?,
-                join(&machine.url, Endpoint::Embeddings.path())?,
+                uri(&machine.url, Endpoint::Chat.path())?,
+                uri(&machine.url, Endpoint::Completions.path())?,
+                uri(&machine.url, Endpoint::Embeddings.path())?,
             ],
             liveness_url: join(&machine.url, health)?,
             url: machine.url.clone(),
@@ -159,22 +189,22 @@ impl Upstream {
                 self.timeouts.total,
             )
         };
-        let mut req = self
-            .client
-            .post(self.url(wire).clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(body);
+        let mut req = hyper::Request::new(Full::new(body));
+        *req.method_mut() = hyper::Method::POST;
+        *req.uri_mut() = self.url(wire).clone();
+        let headers = req.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(auth) = &self.auth {
-            req = req.header(AUTHORIZATION, auth.clone());
+            headers.insert(AUTHORIZATION, auth.clone());
         }
-        let send = req.send();
+        let send = self.hot.request(req);
         let resp = match self
             .wait_alive(send, self.timeouts.first_byte, deadline, lease)
             .await
         {
             Waited::Done(Ok(resp)) => resp,
             Waited::Done(Err(e)) => {
-                let f = classify::send_error(&e, self.timeouts.connect);
+                let f = classify::send_error(&e, e.is_connect(), false, self.timeouts.connect);
                 return Err(counted(f.kind, Fault::Unreachable, f.detail));
             }
             Waited::Hung => {
@@ -200,7 +230,7 @@ impl Upstream {
                 v.starts_with("text/event-stream") || v.starts_with("application/x-ndjson")
             });
         if streams {
-            let mut rest = resp.bytes_stream().boxed();
+            let mut rest: Chunks = resp.into_body().into_data_stream().boxed();
             let cut = |detail: String| counted(FailureKind::StreamCut, Fault::BadAnswer, detail);
             return match self.next_chunk(&mut rest, deadline, lease).await {
                 // Ollama says a failure before its first token as an `{"error": ...}` line.
@@ -264,7 +294,7 @@ impl Upstream {
     }
 
     /// Where `wire` is sent on this machine.
-    fn url(&self, wire: Wire) -> &reqwest::Url {
+    fn url(&self, wire: Wire) -> &hyper::Uri {
         match wire {
             Wire::OpenAi(e) => &self.endpoints[e as usize],
             Wire::Ollama(c) => &self.native[c as usize],
@@ -297,12 +327,14 @@ impl Upstream {
             None => req,
         };
         let exchange = async {
-            let resp = req
-                .send()
-                .await
-                .map_err(|e| classify::send_error(&e, self.timeouts.connect).detail)?;
+            let resp = req.send().await.map_err(|e| {
+                classify::send_error(&e, e.is_connect(), e.is_timeout(), self.timeouts.connect)
+                    .detail
+            })?;
             let status = resp.status();
-            let body = self.read_whole(resp).await.map_err(|e| match e {
+            let declared = resp.content_length();
+            let body = crate::body::collect(resp.bytes_stream(), declared, self.max_body, None);
+            let body = body.await.map_err(|e| match e {
                 Unread::TooLarge => format!("answer larger than {} bytes", self.max_body),
                 Unread::Broken(e) => format!("answer cut: {}", classify::root(&e)),
                 Unread::Stalled => "answer stalled".to_string(),
@@ -349,7 +381,7 @@ impl Upstream {
     async fn refusal(
         &self,
         target: ModelId,
-        resp: reqwest::Response,
+        resp: hyper::Response<Incoming>,
         deadline: Instant,
     ) -> Result<Answer, Attempted> {
         let status = resp.status();
@@ -380,9 +412,17 @@ impl Upstream {
 
     /// A whole answer, read up to `server.max_upstream_body` and never further; the caller's
     /// deadline bounds the time.
-    async fn read_whole(&self, resp: reqwest::Response) -> Result<Bytes, Unread<reqwest::Error>> {
-        let declared = resp.content_length();
-        crate::body::collect(resp.bytes_stream(), declared, self.max_body, None).await
+    async fn read_whole(
+        &self,
+        resp: hyper::Response<Incoming>,
+    ) -> Result<Bytes, Unread<hyper::Error>> {
+        let declared = resp
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let frames = resp.into_body().into_data_stream();
+        crate::body::collect(frames, declared, self.max_body, None).await
     }
 
     /// Waits for `fut`; each `every` of silence, asks the machine whether it is alive. A
@@ -430,7 +470,12 @@ impl Upstream {
         match tokio::time::timeout(self.timeouts.first_byte, check).await {
             Ok(Ok(resp)) if resp.status().is_success() => Ok(()),
             Ok(Ok(resp)) => Err(format!("HTTP {}", resp.status().as_u16())),
-            Ok(Err(e)) => Err(classify::send_error(&e, self.timeouts.connect).detail),
+            Ok(Err(e)) => {
+                Err(
+                    classify::send_error(&e, e.is_connect(), e.is_timeout(), self.timeouts.connect)
+                        .detail,
+                )
+            }
             Err(_) => Err(format!(
                 "no answer within {}",
                 words(self.timeouts.first_byte)
@@ -438,12 +483,7 @@ impl Upstream {
         }
     }
 
-    async fn next_chunk(
-        &self,
-        rest: &mut BoxStream<'static, reqwest::Result<Bytes>>,
-        deadline: Instant,
-        lease: &Lease,
-    ) -> Chunk {
+    async fn next_chunk(&self, rest: &mut Chunks, deadline: Instant, lease: &Lease) -> Chunk {
         let next = async {
             loop {
                 match rest.next().await {
@@ -473,6 +513,14 @@ fn error_line(first: &[u8]) -> bool {
         .unwrap_or(first.len());
     let line = &first[start..];
     line.starts_with(b"{\"error\"")
+}
+
+/// `base` + `path` as a URI for the hot path's client.
+fn uri(base: &str, path: &str) -> Result<hyper::Uri, String> {
+    let joined = format!("{base}{path}");
+    joined
+        .parse()
+        .map_err(|e| format!("'{joined}' is not a URI: {e}"))
 }
 
 /// `base` + `path` as a URL.

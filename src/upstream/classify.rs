@@ -1,7 +1,6 @@
 //! SPEC §3.2 in code, its one home: transport errors, status codes, Retry-After, deadlines
 //! and answers read into decisions (whose fault, what the breaker records).
 
-use std::error::Error as _;
 use std::time::Duration;
 
 use reqwest::header::HeaderValue;
@@ -86,11 +85,20 @@ pub fn past_deadline(
     }
 }
 
-/// A failed `send`: the request never got response headers.
-pub fn send_error(e: &reqwest::Error, connect_timeout: Duration) -> Failure {
+/// A failed `send`: the request never got response headers. `connect`: the client says
+/// the connection was never made; `timeout`: it says the send timed out.
+pub fn send_error(
+    e: &(dyn std::error::Error + 'static),
+    connect: bool,
+    timeout: bool,
+    connect_timeout: Duration,
+) -> Failure {
     let chain = chain_text(e);
-    if e.is_connect() {
-        if e.is_timeout() || chain.contains("timed out") {
+    if connect {
+        if timeout
+            || chain.contains("timed out")
+            || io_kind(e) == Some(std::io::ErrorKind::TimedOut)
+        {
             return Failure::new(
                 FailureKind::ConnectTimeout,
                 format!("connect timeout after {}", words(connect_timeout)),
@@ -110,7 +118,8 @@ pub fn send_error(e: &reqwest::Error, connect_timeout: Duration) -> Failure {
     Failure::new(FailureKind::Reset, format!("connection reset: {}", root(e)))
 }
 
-fn io_kind(e: &reqwest::Error) -> Option<std::io::ErrorKind> {
+/// The kind of the first I/O error among `e`'s causes.
+fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
     let mut src = e.source();
     while let Some(s) = src {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
@@ -121,7 +130,7 @@ fn io_kind(e: &reqwest::Error) -> Option<std::io::ErrorKind> {
     None
 }
 
-fn chain_text(e: &reqwest::Error) -> String {
+fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = String::new();
     let mut src = e.source();
     while let Some(s) = src {
@@ -133,7 +142,7 @@ fn chain_text(e: &reqwest::Error) -> String {
 }
 
 /// The innermost cause, which names what happened without the request URL.
-pub fn root(e: &reqwest::Error) -> String {
+pub fn root(e: &(dyn std::error::Error + 'static)) -> String {
     let mut last: &dyn std::error::Error = e;
     while let Some(s) = last.source() {
         last = s;

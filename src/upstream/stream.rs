@@ -9,7 +9,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures_util::stream::{self, BoxStream, Stream};
+use futures_util::stream::{self, Stream};
 use tokio::time::Instant;
 
 use super::{Chunk, Upstream};
@@ -19,7 +19,7 @@ use crate::outcome::words;
 
 struct Relay {
     first: Option<Bytes>,
-    rest: BoxStream<'static, reqwest::Result<Bytes>>,
+    rest: super::Chunks,
     lease: Option<Lease>,
     upstream: Arc<Upstream>,
     deadline: Instant,
@@ -188,7 +188,7 @@ impl DoneTail {
 /// The client's body for a stream whose first chunk is `first`.
 pub fn relay(
     first: Bytes,
-    rest: BoxStream<'static, reqwest::Result<Bytes>>,
+    rest: super::Chunks,
     lease: Lease,
     upstream: Arc<Upstream>,
     deadline: Instant,

@@ -24,9 +24,14 @@ impl Scheduler {
         let mut transitions = (self.fleet)().machines.bus().subscribe();
         loop {
             let fleet = (self.fleet)();
+            // An empty queue has nothing a freed slot could start: it does not wake at the
+            // end of every interactive call (a wake-up on another worker per request).
+            let idle = lock(&self.queue).entries.is_empty();
             let changed = fleet.machines.changed();
             tokio::pin!(changed);
-            changed.as_mut().enable();
+            if !idle {
+                changed.as_mut().enable();
+            }
             let wake = self.wake.notified();
             tokio::pin!(wake);
             wake.as_mut().enable();
@@ -43,7 +48,7 @@ impl Scheduler {
                         lock(&self.queue).parked.clear();
                     }
                 }
-                () = &mut changed => {}
+                () = &mut changed, if !idle => {}
                 () = &mut wake => {}
                 () = sleep => {}
             }
