@@ -3,11 +3,11 @@
 # in release mode, one after the other, on a fresh seed, then prints one line per target
 # with how many inputs it ran and how fast.
 #
-#   scripts/fuzz.sh 120              # two minutes per target, five targets: ~10 minutes
+#   scripts/fuzz.sh 120              # two minutes per target, six targets: ~12 minutes
 #   scripts/fuzz.sh 30 registry      # only the targets whose test name contains 'registry'
 #
-# Targets: registry, request, sse_tail, parsers, replay. A panic stops the run and names
-# its seed and case; replay just that input with
+# Targets: registry, request, sse_tail, parsers, replay, ollama. A panic stops the run and
+# names its seed and case; replay just that input with
 #   LABROUTER_FUZZ_SEED=S LABROUTER_FUZZ_CASE=I cargo test --test fuzz TARGET -- --nocapture
 # Environment: LABROUTER_FUZZ_SEED fixes the seed (default: a new one each run);
 # FUZZ_LOG [target/fuzz.log] keeps the full test output.

@@ -1,5 +1,6 @@
 //! Fuzzing on stable Rust: random and structure-aware inputs for the parsers that read
-//! what others wrote (registry.yaml, request bodies, SSE streams, Retry-After, traces).
+//! what others wrote (registry.yaml, request bodies, SSE streams, Retry-After, traces, and
+//! Ollama's bodies and streams translated both ways).
 //!
 //! `cargo test --test fuzz` runs a short, fixed-seed pass of every target (CI);
 //! `scripts/fuzz.sh SECONDS` runs each target that long in release mode. Environment:
@@ -8,8 +9,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "fuzz/grammar.rs"]
+mod grammar;
 #[path = "fuzz/harness.rs"]
 mod harness;
+#[path = "fuzz/ollama.rs"]
+mod ollama;
 #[path = "fuzz/parsers.rs"]
 mod parsers;
 #[path = "fuzz/registry.rs"]
@@ -49,4 +54,10 @@ fn fuzz_parsers() {
 fn fuzz_replay() {
     replay::extremes();
     fuzz("replay", 2_000, replay::target);
+}
+
+#[test]
+fn fuzz_ollama() {
+    ollama::extremes();
+    fuzz("ollama", 6_000, ollama::target);
 }

@@ -103,8 +103,8 @@ impl Front for Ollama {
 }
 
 impl Convert for Ndjson {
-    fn push(&mut self, chunk: &[u8]) -> Result<Bytes, String> {
-        Ndjson::push(self, chunk)
+    fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        Ndjson::push_into(self, chunk, out)
     }
 }
 

@@ -51,9 +51,11 @@ impl Framing {
 
 /// A stream translated on its way to the client, chunk by chunk.
 pub trait Convert: Send {
-    /// The client's bytes for the machine's next bytes (split anywhere); empty when they
-    /// complete nothing yet. Err: the stream cannot be translated (said in plain words).
-    fn push(&mut self, chunk: &[u8]) -> Result<Bytes, String>;
+    /// Appends to `out` the client's bytes for the machine's next bytes (split anywhere);
+    /// nothing when they complete nothing yet. Err: the stream cannot be translated (said
+    /// in plain words); `out` then holds what the bytes before the failure completed, which
+    /// the client gets before the error event, however the stream was chunked.
+    fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), String>;
 }
 
 /// How a finished stream is told from a cut one, by the framing the machine speaks.
@@ -90,11 +92,12 @@ impl Tail {
 }
 
 /// Whether an NDJSON stream's last line says `"done":true`, in constant space: each line
-/// is scanned as it goes by, whitespace aside, for the key and its value. Inside a JSON
-/// string the quotes would be escaped, so text cannot fake it.
+/// is scanned as it goes by, whitespace aside, for the key and its value among the bytes of
+/// the line's own object. Inside a JSON string the quotes would be escaped, so text cannot
+/// fake it; inside a nested object (a tool call's arguments) it does not count.
 #[derive(Clone, Debug, Default)]
 pub struct DoneLine {
-    /// The current line's last non-blank bytes, oldest first.
+    /// The current line's last non-blank bytes of its own object, oldest first.
     window: [u8; DONE.len()],
     len: usize,
     /// The current line has non-blank bytes / has said it is done.
@@ -102,6 +105,11 @@ pub struct DoneLine {
     current_done: bool,
     /// The last complete non-blank line said it is done.
     last_done: bool,
+    /// Where the current line's scan is: how deep in objects and arrays, inside a string,
+    /// right after a backslash in one.
+    depth: usize,
+    string: bool,
+    escaped: bool,
 }
 
 /// What a finished Ollama stream's last line holds, whitespace removed.
@@ -118,15 +126,23 @@ impl DoneLine {
                 if self.current {
                     self.last_done = self.current_done;
                 }
-                self.current = false;
-                self.current_done = false;
-                self.len = 0;
+                *self = DoneLine {
+                    last_done: self.last_done,
+                    ..DoneLine::default()
+                };
                 continue;
             }
             if b.is_ascii_whitespace() {
                 continue;
             }
             self.current = true;
+            let outer = self.depth == 1;
+            self.scan(b);
+            if !(outer && self.depth == 1) {
+                // Not the line's own object: its opening, its end, or something nested.
+                self.len = 0;
+                continue;
+            }
             if self.len == DONE.len() {
                 self.window.copy_within(1.., 0);
                 self.len -= 1;
@@ -136,6 +152,25 @@ impl DoneLine {
             if self.window[..self.len] == *DONE {
                 self.current_done = true;
             }
+        }
+    }
+
+    /// Follows strings, objects and arrays through one non-blank byte.
+    fn scan(&mut self, b: u8) {
+        if self.string {
+            match (self.escaped, b) {
+                (true, _) => self.escaped = false,
+                (false, b'\\') => self.escaped = true,
+                (false, b'"') => self.string = false,
+                _ => {}
+            }
+            return;
+        }
+        match b {
+            b'"' => self.string = true,
+            b'{' | b'[' => self.depth = self.depth.saturating_add(1),
+            b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+            _ => {}
         }
     }
 
@@ -207,6 +242,8 @@ pub fn relay(
     };
     stream::unfold(relay, |mut r| async move {
         let lease = r.lease.take()?;
+        // What a chunk that broke the conversion completed before it broke.
+        let mut before = Vec::new();
         let failure = loop {
             let chunk = match r.first.take() {
                 Some(b) => Chunk::Data(b),
@@ -223,7 +260,9 @@ pub fn relay(
             r.framing.tail.observe(&b);
             let out = match r.framing.convert.as_mut() {
                 None => Ok(b),
-                Some(c) => c.push(&b),
+                Some(c) => c
+                    .push(&b, &mut before)
+                    .map(|()| Bytes::from(std::mem::take(&mut before))),
             };
             match out {
                 // Nothing for the client yet: read on.
@@ -238,9 +277,9 @@ pub fn relay(
             }
         };
         tracing::warn!(target_model = %r.target, reason = %failure, "stream broke after reaching the client");
-        let event = (r.framing.error)(&r.target, &failure);
+        before.extend_from_slice(&(r.framing.error)(&r.target, &failure));
         lease.fail(failure);
-        Some((Ok(event), r))
+        Some((Ok(Bytes::from(before)), r))
     })
 }
 
@@ -286,7 +325,7 @@ mod tests {
         t.finished()
     }
 
-    fn line_done(chunks: &[&[u8]]) -> bool {
+    fn done_line(chunks: &[&[u8]]) -> bool {
         let mut t = DoneLine::new();
         for c in chunks {
             t.observe(c);
@@ -297,20 +336,45 @@ mod tests {
     #[test]
     fn an_ndjson_stream_is_done_when_its_last_line_says_so() {
         let last = br#"{"model":"m","done":true,"done_reason":"stop","eval_count":3}"#;
-        assert!(line_done(&[b"{\"done\":false}\n", last, b"\n"]));
+        assert!(done_line(&[b"{\"done\":false}\n", last, b"\n"]));
         assert!(
-            line_done(&[b"{\"done\":false}\n", last]),
+            done_line(&[b"{\"done\":false}\n", last]),
             "no newline after it"
         );
-        assert!(line_done(&[b"{\"do", b"ne\": ", b"tr", b"ue}\n\n  \n"]));
+        assert!(done_line(&[b"{\"do", b"ne\": ", b"tr", b"ue}\n\n  \n"]));
         // A done line followed by anything else (an error line) is not done.
-        assert!(!line_done(&[last, b"\n{\"error\":\"boom\"}\n"]));
-        assert!(!line_done(&[b"{\"done\":false}\n{\"done\":tr"]));
+        assert!(!done_line(&[last, b"\n{\"error\":\"boom\"}\n"]));
+        assert!(!done_line(&[b"{\"done\":false}\n{\"done\":tr"]));
         // Text cannot fake it: inside a string the quotes are escaped.
-        assert!(!line_done(&[
+        assert!(!done_line(&[
             br#"{"response":"\"done\":true","done":false}"#
         ]));
-        assert!(!line_done(&[]));
+        assert!(!done_line(&[]));
+    }
+
+    #[test]
+    fn a_last_line_done_at_its_top_level_finishes_an_ndjson_stream() {
+        assert!(done_line(&[
+            b"{\"response\":\"a\"}\n{\"done\": ",
+            b"true, \"x\":1}\n\n"
+        ]));
+        assert!(done_line(&[
+            b"{\"message\":{\"content\":\"}{\"},\"done\":true}"
+        ]));
+        assert!(!done_line(&[b"{\"done\":true}\n{\"done\":false}\n"]));
+        assert!(!done_line(&[b"{\"response\":\"\\\"done\\\":true\"}\n"]));
+        assert!(!done_line(&[]));
+    }
+
+    /// Found by tests/fuzz.rs: `{"done": true}` as a tool call's arguments, on a line that
+    /// says `"done": false`, was read as a finished stream.
+    #[test]
+    fn a_tool_calls_arguments_done_true_do_not_finish_a_stream() {
+        let line = br#"{"message":{"tool_calls":[{"function":{"name":"f","arguments":{"done":true}}}]},"done":false}"#;
+        assert!(!done_line(&[line, b"\n"]));
+        assert!(!done_line(&[&line[..60], &line[60..]]));
+        let last = br#"{"message":{"tool_calls":[{"function":{"arguments":{"done":false}}}]},"done":true}"#;
+        assert!(done_line(&[line, b"\n", last]));
     }
 
     #[test]

@@ -167,6 +167,11 @@ pub fn one_in(u: &mut Unstructured<'_>, n: u32) -> arbitrary::Result<bool> {
     Ok(u.int_in_range(0..=n.saturating_sub(1))? == 0)
 }
 
+/// True one time in `n`, and never once the input is used up (when [`one_in`] always is).
+pub fn rarely(u: &mut Unstructured<'_>, n: u32) -> arbitrary::Result<bool> {
+    Ok(!u.is_empty() && one_in(u, n)?)
+}
+
 /// One of `items`.
 pub fn pick<'a, T>(u: &mut Unstructured<'_>, items: &'a [T]) -> arbitrary::Result<&'a T> {
     u.choose(items)

@@ -19,7 +19,7 @@ fn ws(u: &mut Unstructured<'_>, out: &mut String) -> R<()> {
 }
 
 /// A JSON string literal for `v`, escaped in one of the ways JSON allows.
-fn string(u: &mut Unstructured<'_>, v: &str, out: &mut String) -> R<()> {
+pub fn string(u: &mut Unstructured<'_>, v: &str, out: &mut String) -> R<()> {
     let style = u.int_in_range(0..=3)?;
     out.push('"');
     for c in v.chars() {
@@ -94,7 +94,7 @@ fn scalar(u: &mut Unstructured<'_>, out: &mut String) -> R<()> {
 }
 
 /// Any JSON-ish value, up to `depth` levels of nesting.
-fn value(u: &mut Unstructured<'_>, depth: u32, out: &mut String) -> R<()> {
+pub fn value(u: &mut Unstructured<'_>, depth: u32, out: &mut String) -> R<()> {
     match if depth == 0 {
         0
     } else {
@@ -130,7 +130,7 @@ fn value(u: &mut Unstructured<'_>, depth: u32, out: &mut String) -> R<()> {
     Ok(())
 }
 
-fn object(u: &mut Unstructured<'_>, entries: &[(String, String)], out: &mut String) -> R<()> {
+pub fn object(u: &mut Unstructured<'_>, entries: &[(String, String)], out: &mut String) -> R<()> {
     out.push('{');
     for (i, (k, v)) in entries.iter().enumerate() {
         if i > 0 {
@@ -332,7 +332,7 @@ fn body(u: &mut Unstructured<'_>) -> R<Vec<u8>> {
     Ok(bytes)
 }
 
-fn backend(u: &mut Unstructured<'_>) -> R<String> {
+pub fn backend(u: &mut Unstructured<'_>) -> R<String> {
     Ok(match u.int_in_range(0..=2)? {
         0 => (*pick(
             u,

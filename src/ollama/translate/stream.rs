@@ -89,19 +89,26 @@ impl Ndjson {
     /// complete. Err(message) when the stream is unusable (a line longer than `max_line`,
     /// an OpenAI error event `data: {"error":...}`, data that is not JSON); the caller then
     /// ends the client's stream with [`super::error_line`]. Bytes after `[DONE]` are ignored.
+    /// On Err the lines `chunk` completed before the failure are lost: [`Ndjson::push_into`]
+    /// keeps them.
     pub fn push(&mut self, chunk: &[u8]) -> Result<Bytes, String> {
+        let mut out = Vec::new();
+        self.push_into(chunk, &mut out)?;
+        Ok(Bytes::from(out))
+    }
+
+    /// [`Ndjson::push`], appending the lines to `out`; on Err too, so that the client gets
+    /// what came before the failure whatever the chunking: a content line and an error
+    /// event in one chunk give the same lines as in two.
+    pub fn push_into(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         if let Some(why) = &self.failed {
             return Err(why.clone());
         }
-        let mut out = Vec::new();
-        let result = self.lines(chunk, &mut out);
-        match result {
-            Ok(()) => Ok(Bytes::from(out)),
-            Err(why) => {
-                self.failed = Some(why.clone());
-                Err(why)
-            }
+        let result = self.lines(chunk, out);
+        if let Err(why) = &result {
+            self.failed = Some(why.clone());
         }
+        result
     }
 
     /// Whether the final `done: true` line has been produced (after `data: [DONE]`).

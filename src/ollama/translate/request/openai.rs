@@ -1,5 +1,7 @@
 //! An Ollama request as the request for a machine that speaks only OpenAI's API.
 
+use std::collections::{HashMap, VecDeque};
+
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
@@ -176,11 +178,46 @@ fn think_switch(think: &Value, out: &mut Map<String, Value>) {
     );
 }
 
-/// One made-up tool call id, its function's name, and whether a tool message answered it.
-struct Pending {
-    id: String,
-    name: String,
-    answered: bool,
+/// A chat's tool calls so far, in order, and which a tool message answered. Each answer
+/// costs O(1) amortized, so a chat of many calls and tool messages takes linear time.
+#[derive(Default)]
+struct Calls {
+    /// Each call's made-up id, and whether it is answered.
+    all: Vec<(String, bool)>,
+    /// Per function name, its calls that may be unanswered, in order.
+    by_name: HashMap<String, VecDeque<usize>>,
+    /// Every call before this one is answered.
+    open: usize,
+}
+
+impl Calls {
+    fn push(&mut self, id: String, name: &str) {
+        let queue = self.by_name.entry(name.to_string()).or_default();
+        queue.push_back(self.all.len());
+        self.all.push((id, false));
+    }
+
+    /// The id a tool message at index `i` answers (see [`chat`]), marked answered.
+    fn answer(&mut self, i: usize, name: Option<&str>) -> String {
+        let Calls { all, by_name, open } = self;
+        let unanswered = |k: &usize| all.get(*k).is_some_and(|c| !c.1);
+        let named = name
+            .and_then(|n| by_name.get_mut(n))
+            .and_then(|queue| std::iter::from_fn(|| queue.pop_front()).find(unanswered));
+        let k = named.or_else(|| {
+            while all.get(*open).is_some_and(|c| c.1) {
+                *open += 1;
+            }
+            Some(*open).filter(unanswered)
+        });
+        match k.and_then(|k| all.get_mut(k)) {
+            Some((id, answered)) => {
+                *answered = true;
+                id.clone()
+            }
+            None => format!("call_{i}"),
+        }
+    }
 }
 
 /// Ollama's chat messages as OpenAI's. Ollama's tool calls and tool messages carry no ids:
@@ -188,14 +225,14 @@ struct Pending {
 /// message answers the earliest unanswered call named its `tool_name` (any name without
 /// one, or when none matches; `call_{i}` of its own index when every call is answered).
 fn chat(messages: &[Value]) -> Value {
-    let mut calls = Vec::new();
+    let mut calls = Calls::default();
     let out = messages.iter().enumerate();
     Value::Array(out.map(|(i, m)| message(i, m, &mut calls)).collect())
 }
 
 /// Message `i`: role and content (with images as parts); an assistant's tool calls with
 /// ids and string arguments; a tool message's `tool_call_id`. `thinking` is dropped.
-fn message(i: usize, m: &Value, calls: &mut Vec<Pending>) -> Value {
+fn message(i: usize, m: &Value, calls: &mut Calls) -> Value {
     let text = |key: &str| m.get(key).and_then(Value::as_str).unwrap_or_default();
     let role = text("role");
     let images = m.get("images").and_then(Value::as_array);
@@ -217,36 +254,16 @@ fn message(i: usize, m: &Value, calls: &mut Vec<Pending>) -> Value {
                 _ => "{}".to_string(),
             };
             let id = format!("call_{i}_{k}");
-            calls.push(Pending {
-                id: id.clone(),
-                name: name.to_string(),
-                answered: false,
-            });
+            calls.push(id.clone(), name);
             json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
         });
         out.insert("tool_calls".into(), Value::Array(list.collect()));
     }
     if role == "tool" {
         let name = m.get("tool_name").and_then(Value::as_str);
-        out.insert("tool_call_id".into(), answer(i, name, calls).into());
+        out.insert("tool_call_id".into(), calls.answer(i, name).into());
     }
     Value::Object(out)
-}
-
-/// The id a tool message at index `i` answers (see [`chat`]), marked answered.
-fn answer(i: usize, name: Option<&str>, calls: &mut [Pending]) -> String {
-    let named = |c: &Pending| !c.answered && name.is_none_or(|n| c.name == n);
-    let k = calls
-        .iter()
-        .position(named)
-        .or_else(|| calls.iter().position(|c| !c.answered));
-    match k.and_then(|k| calls.get_mut(k)) {
-        Some(p) => {
-            p.answered = true;
-            p.id.clone()
-        }
-        None => format!("call_{i}"),
-    }
 }
 
 /// A message's content: the text alone, or with images as OpenAI content parts (the

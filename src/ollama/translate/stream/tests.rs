@@ -231,6 +231,25 @@ async fn an_error_event_is_an_error_and_stays_one() {
     );
 }
 
+/// Found by tests/fuzz.rs: the lines a chunk completed before an error event in the same
+/// chunk were lost, so the client's stream depended on where the machine's bytes were split.
+#[tokio::test(start_paused = true)]
+async fn lines_before_an_error_in_the_same_chunk_are_kept() {
+    let content = chunk(r#"{"index":0,"delta":{"content":"a"}}"#);
+    let error = "data: {\"error\":{\"message\":\"out of memory\"}}\n\n";
+    let mut split = ndjson(Call::Chat, MAX);
+    let first = split.push(content.as_bytes()).unwrap();
+    assert!(split.push(error.as_bytes()).is_err());
+    let mut whole = ndjson(Call::Chat, MAX);
+    let mut out = Vec::new();
+    let e = whole.push_into(format!("{content}{error}").as_bytes(), &mut out);
+    assert_eq!(e.unwrap_err(), "the machine's stream failed: out of memory");
+    assert_eq!(out, first.to_vec());
+    let mut more = Vec::new();
+    assert!(whole.push_into(b"data: [DONE]\n", &mut more).is_err());
+    assert!(more.is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn over_long_lines_and_tool_calls_are_errors() {
     let mut n = ndjson(Call::Chat, 64);

@@ -101,6 +101,51 @@ fn a_tool_name_without_a_matching_call_answers_the_earliest_open_one() {
 }
 
 #[test]
+fn a_call_answered_by_an_unnamed_tool_message_is_not_answered_twice() {
+    let call = |name: &str| json!({"function": {"name": name}});
+    let (_, body) = openai(
+        Call::Chat,
+        json!({"messages": [
+            {"role": "assistant", "tool_calls": [call("a"), call("b"), call("a")]},
+            {"role": "tool"},
+            {"role": "tool", "tool_name": "a"},
+            {"role": "tool", "tool_name": "a"},
+            {"role": "tool", "tool_name": "b"},
+        ]}),
+    );
+    let ids: Vec<&Value> = (1..5)
+        .map(|i| &body["messages"][i]["tool_call_id"])
+        .collect();
+    assert_eq!(ids, ["call_0_0", "call_0_2", "call_0_1", "call_4"]);
+}
+
+/// Found while writing the ollama target of tests/fuzz.rs: each tool message looked for its
+/// call through every earlier call, so n calls and n tool messages took n² steps (a 16 MiB
+/// chat: minutes of CPU on the server's thread).
+#[test]
+fn many_tool_messages_pair_with_their_calls_in_linear_time() {
+    let n = 50_000;
+    let calls = vec![json!({"function": {"name": "f"}}); n];
+    let mut messages = vec![json!({"role": "assistant", "tool_calls": calls})];
+    let name = |k: usize| if k.is_multiple_of(2) { "g" } else { "f" };
+    messages.extend((0..=n).map(|k| json!({"role": "tool", "tool_name": name(k)})));
+    let started = tokio::time::Instant::now();
+    let (_, body) = openai(Call::Chat, json!({ "messages": messages }));
+    let took = started.elapsed();
+    // Linear: well under a second in release, a few in debug; n² took over half a minute.
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert_eq!(body["messages"][1]["tool_call_id"], "call_0_0");
+    assert_eq!(
+        body["messages"][n]["tool_call_id"],
+        format!("call_0_{}", n - 1)
+    );
+    assert_eq!(
+        body["messages"][n + 1]["tool_call_id"],
+        format!("call_{}", n + 1)
+    );
+}
+
+#[test]
 fn generate_goes_to_chat_with_system_and_images() {
     let (endpoint, body) = openai(
         Call::Generate,
