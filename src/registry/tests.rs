@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::outcome::{MachineId, ModelId, RouteId};
 
+mod api;
 mod callback_allow;
 mod task_slots;
 mod tasks;
