@@ -32,9 +32,6 @@ pub static SKIPPED: HeaderName = HeaderName::from_static("x-labrouter-skipped");
 #[derive(Clone, Copy, Debug)]
 pub struct MachineAnswer;
 
-/// The `outcome` label of a served attempt in `labrouter_upstream_attempts_total`.
-const SUCCESS: &str = "success";
-
 /// What a client asked, as each target is sent it and its answers are given back: the
 /// OpenAI side ([`OpenAi`]) passes both as they are; the Ollama side (`crate::ollama`)
 /// translates for machines that speak only OpenAI's API.
@@ -306,8 +303,10 @@ pub(crate) fn count_served(
     started: Instant,
 ) {
     let reg = &fleet.registry;
-    let machine = reg.machines[reg.models[model].machine].name.clone();
-    metrics::counter!("labrouter_upstream_attempts_total", "machine" => machine, "outcome" => SUCCESS).increment(1);
+    fleet.upstreams[reg.models[model].machine]
+        .meters()
+        .served
+        .increment(1);
     metrics::histogram!("labrouter_request_duration_seconds", "route" => route.to_string())
         .record(started.elapsed().as_secs_f64());
     if let Some(first) = attempts.first() {

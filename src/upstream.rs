@@ -62,6 +62,16 @@ pub struct Upstream {
     pub timeouts: Timeouts,
     /// `server.max_upstream_body`: a whole answer is read up to this, never further.
     max_body: usize,
+    /// This machine's metric handles, resolved at first use (after the recorder is
+    /// installed) instead of by label strings on every request.
+    meters: std::sync::OnceLock<Meters>,
+}
+
+/// One machine's per-request metrics.
+pub struct Meters {
+    pub first_byte: metrics::Histogram,
+    /// `labrouter_upstream_attempts_total{outcome="success"}`.
+    pub served: metrics::Counter,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -162,6 +172,7 @@ impl Upstream {
             auth,
             timeouts: machine.timeouts.clone(),
             max_body,
+            meters: std::sync::OnceLock::new(),
         })
     }
 
@@ -216,7 +227,8 @@ impl Upstream {
             }
             Waited::Deadline => return Err(past_deadline()),
         };
-        metrics::histogram!("labrouter_upstream_first_byte_seconds", "machine" => self.name.clone())
+        self.meters()
+            .first_byte
             .record(started.elapsed().as_secs_f64());
         let status = resp.status();
         let content_type = resp.headers().get(CONTENT_TYPE).cloned();
@@ -290,6 +302,14 @@ impl Upstream {
             status,
             content_type,
             body,
+        })
+    }
+
+    /// This machine's metric handles.
+    pub fn meters(&self) -> &Meters {
+        self.meters.get_or_init(|| Meters {
+            first_byte: metrics::histogram!("labrouter_upstream_first_byte_seconds", "machine" => self.name.clone()),
+            served: metrics::counter!("labrouter_upstream_attempts_total", "machine" => self.name.clone(), "outcome" => "success"),
         })
     }
 
