@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A flame graph of the router's hot path: a release labrouter in front of the bench sim on
+# 127.0.0.1, wrk -t2 -c32 posting one small chat completion, perf record with DWARF stacks,
+# rendered by inferno; then the router's CPU per request from perf stat.
+#
+#   scripts/flame.sh [BINARY] [OUT.svg] [TITLE]   (default: target/release/labrouter, flame.svg)
+#
+# Needs perf and wrk (Debian: linux-perf, wrk) and inferno (cargo install inferno).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-target/release/labrouter}
+OUT=${2:-flame.svg}
+TITLE=${3:-labrouter: wrk -c32, one small chat completion}
+for tool in perf wrk inferno-collapse-perf inferno-flamegraph; do
+  command -v "$tool" >/dev/null || { echo "flame.sh: $tool is missing" >&2; exit 1; }
+done
+[ -x target/release/examples/bench_sim ] || cargo build --release --examples
+TMP=$(mktemp -d)
+P_FAST=18501 P_ROUTER=18510
+PIDS=()
+cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$TMP"; }
+trap cleanup EXIT
+sed -e "s#@ROUTER@#$P_ROUTER#; s#@STATE@#$TMP/state#; s#@FAST@#$P_FAST#g; s#@DRIP@#18502#g" \
+  -e "s#@SLOW@#18503#g; s#@HANG@#18504#g" benches/bench/registry.yaml.in >"$TMP/reg.yaml"
+target/release/examples/bench_sim --listen "127.0.0.1:$P_FAST" --name fast >/dev/null 2>&1 &
+PIDS+=($!)
+RUST_LOG=warn "$B" serve --config "$TMP/reg.yaml" >/dev/null 2>&1 &
+RP=$!
+PIDS+=("$RP")
+sleep 1
+URL=http://127.0.0.1:$P_ROUTER/v1/chat/completions
+export BENCH_BODY='{"model":"code","messages":[{"role":"user","content":"hi"}]}'
+wrk -t2 -c32 -d1s -s benches/bench/post.lua "$URL" >/dev/null
+perf record -F 499 --call-graph dwarf,8192 -p "$RP" -o "$TMP/perf.data" -- sleep 4 >/dev/null 2>&1 &
+PP=$!
+sleep 0.2
+wrk -t2 -c32 -d4s -s benches/bench/post.lua "$URL" | grep -i 'requests/sec'
+wait "$PP"
+perf stat -e task-clock -p "$RP" -o "$TMP/stat.txt" -- sleep 3 &
+SP=$!
+sleep 0.1
+R=$(wrk -t2 -c32 -d3s -s benches/bench/post.lua "$URL" |
+  awk '/WRK/ { for (i = 1; i <= NF; i++) if ($i ~ /^requests=/) { split($i, a, "="); print a[2] } }')
+wait "$SP"
+TC=$(awk '/task-clock/ { gsub(",", "", $1); print $1 }' "$TMP/stat.txt")
+echo "requests=$R task_clock_ms=$TC cpu_us_per_request=$(awk -v t="$TC" -v r="$R" 'BEGIN { printf "%.1f", t * 1000 / r }')"
+perf script -i "$TMP/perf.data" 2>/dev/null | inferno-collapse-perf >"$TMP/folded"
+inferno-flamegraph --title "$TITLE" <"$TMP/folded" >"$OUT"
+echo "wrote $OUT"
