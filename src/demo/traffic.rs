@@ -121,8 +121,7 @@ fn complete(api: Api, stream: bool, bytes: &[u8]) -> bool {
             .unwrap_or(false),
         (Api::Ollama, true) => text
             .lines()
-            .filter(|l| !l.trim().is_empty())
-            .last()
+            .rfind(|l| !l.trim().is_empty())
             .and_then(|l| serde_json::from_str::<Value>(l).ok())
             .is_some_and(|v| v["done"] == true && v.get("error").is_none()),
         (Api::Ollama, false) => serde_json::from_slice::<Value>(bytes)
