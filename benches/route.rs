@@ -3,10 +3,11 @@
 //! Nothing is contacted: the machines only need valid URLs. Run: `cargo bench --bench route`.
 //!
 //! Cases: English prose with a few keywords (what prompts look like); made-up words close to
-//! the keywords (the automaton walks deep on every word) with keywords of a few routes, with
+//! the keywords (near misses built from the same syllables) with keywords of a few routes, with
 //! none (falls to the default route), and dense with keywords of 200 routes (worst case for
-//! scoring); a route named by `model` (no text scan); building the router and parsing the
-//! registry (once per load or reload).
+//! scoring); prose that is not ASCII, searched as it is and, when some keyword is not ASCII,
+//! lower-cased first; a route named by `model` (no text scan); building the router and
+//! parsing the registry (once per load or reload).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,7 +27,7 @@ fn main() {
 }
 
 /// A pronounceable made-up word for `n`, so keywords look like words and share prefixes
-/// with each other and with the prompt's filler (the automaton has real work to do).
+/// with each other and with the prompt's filler (the search has real work to do).
 fn word(mut n: usize) -> String {
     const SYL: [&str; 16] = [
         "ka", "lo", "mi", "ren", "tas", "vo", "qui", "pel", "dor", "sen", "ba", "tri", "gu", "zel",
@@ -61,37 +62,50 @@ struct Fixture {
 
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| {
-        let mut y = String::from(
-            "server: { listen: 127.0.0.1:0, state_dir: /tmp/labrouter-bench-route }\n\
-             machines:\n  box: { url: \"http://127.0.0.1:9/v1\" }\n\
-             models:\n  m: { machine: box, name: m }\n\
-             routes:\n  - { name: chat, default: true, chain: [m] }\n",
-        );
-        for r in 0..ROUTES {
-            let kws: Vec<String> = (0..KEYWORDS)
-                .map(|k| format!("\"{}\"", keyword(r, k)))
-                .collect();
-            writeln!(
-                y,
-                "  - {{ name: r{r}, keywords: [{}], chain: [m] }}",
-                kws.join(", ")
-            )
-            .unwrap();
-        }
-        let reg = Registry::parse(&y, "bench.yaml").expect("the bench registry is valid");
-        assert_eq!(reg.routes.len(), ROUTES + 1);
-        let router = Matcher::new(&reg);
-        Fixture {
-            reg,
-            router,
-            yaml: y,
-        }
-    })
+    F.get_or_init(|| build_fixture(""))
+}
+
+/// The same registry with one more route whose keyword is not ASCII: a text that is not
+/// ASCII is then lower-cased (a copy) before the search.
+fn fixture_unicode() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| build_fixture("  - { name: de, keywords: [\"größe\"], chain: [m] }\n"))
+}
+
+fn build_fixture(extra: &str) -> Fixture {
+    let mut y = String::from(
+        "server: { listen: 127.0.0.1:0, state_dir: /tmp/labrouter-bench-route }\n\
+         machines:\n  box: { url: \"http://127.0.0.1:9/v1\" }\n\
+         models:\n  m: { machine: box, name: m }\n\
+         routes:\n  - { name: chat, default: true, chain: [m] }\n",
+    );
+    for r in 0..ROUTES {
+        let kws: Vec<String> = (0..KEYWORDS)
+            .map(|k| format!("\"{}\"", keyword(r, k)))
+            .collect();
+        writeln!(
+            y,
+            "  - {{ name: r{r}, keywords: [{}], chain: [m] }}",
+            kws.join(", ")
+        )
+        .unwrap();
+    }
+    y.push_str(extra);
+    let reg = Registry::parse(&y, "bench.yaml").expect("the bench registry is valid");
+    assert_eq!(
+        reg.routes.len(),
+        ROUTES + 1 + usize::from(!extra.is_empty())
+    );
+    let router = Matcher::new(&reg);
+    Fixture {
+        reg,
+        router,
+        yaml: y,
+    }
 }
 
 /// ~10 KB of text: filler words built from the same syllables (near misses for the
-/// automaton), with a keyword every `every` words drawn from `routes` distinct routes.
+/// search), with a keyword every `every` words drawn from `routes` distinct routes.
 fn prompt(every: usize, routes: usize) -> String {
     let mut p = String::with_capacity(PROMPT_BYTES + 64);
     let mut i = 0usize;
@@ -112,7 +126,16 @@ fn prompt(every: usize, routes: usize) -> String {
 }
 
 fn run(b: Bencher, text: String, model: Option<&'static str>, expect: fn(&Why) -> bool) {
-    let f = fixture();
+    run_on(fixture(), b, text, model, expect);
+}
+
+fn run_on(
+    f: &Fixture,
+    b: Bencher,
+    text: String,
+    model: Option<&'static str>,
+    expect: fn(&Why) -> bool,
+) {
     // Prove the prompt does what its case says before timing it.
     let d = f.router.decide(&f.reg, None, model, &text, false).unwrap();
     assert!(expect(&d.why), "unexpected decision: {}", d.why_words());
@@ -158,6 +181,56 @@ fn decide_10kb_prose(b: Bencher) {
     run(
         b,
         text,
+        Some("auto"),
+        |w| matches!(w, Why::Keywords(k) if k.len() == 2),
+    );
+}
+
+/// Prose that is not ASCII (German, Russian, Chinese) with the same three keywords.
+fn non_ascii_prose() -> String {
+    let para = "Bitte prüfe den Parser: wenn die Konfigurationsdatei einen leeren Wert enthält, \
+        gibt er einen Fehler zurück statt des Standardwerts. Почему тесты модуля падают на \
+        сервере сборки, но проходят на моём ноутбуке? 请逐步解释发生了什么，并提出一个保持公共\
+        接口不变的修复方案。 ";
+    let mut text = String::new();
+    while text.len() < PROMPT_BYTES {
+        if text.len() > PROMPT_BYTES / 2 && !text.contains(&keyword(7, 0)) {
+            text.push_str(&format!(
+                "{} {} {}. ",
+                keyword(7, 0),
+                keyword(7, 1),
+                keyword(9, 2)
+            ));
+        }
+        text.push_str(para);
+    }
+    let mut end = PROMPT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
+}
+
+/// Prose that is not ASCII: each non-ASCII character is decoded to tell letters from the
+/// rest; the registry's keywords are all ASCII, so the text is searched as it is.
+#[divan::bench]
+fn decide_10kb_non_ascii(b: Bencher) {
+    run(
+        b,
+        non_ascii_prose(),
+        Some("auto"),
+        |w| matches!(w, Why::Keywords(k) if k.len() == 2),
+    );
+}
+
+/// The same prose when some keyword is not ASCII: the text is lower-cased (a copy) first.
+#[divan::bench]
+fn decide_10kb_non_ascii_folded(b: Bencher) {
+    run_on(
+        fixture_unicode(),
+        b,
+        non_ascii_prose(),
         Some("auto"),
         |w| matches!(w, Why::Keywords(k) if k.len() == 2),
     );

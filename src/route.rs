@@ -1,15 +1,16 @@
 //! Routing (SPEC §2): from what a request names and says to a route and its chain. Pure.
 //!
-//! Keywords of every route are compiled once into one Aho-Corasick automaton, so a decision
-//! is one pass over the prompt however many routes and keywords there are.
-
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
-
-/// Up to this many distinct keywords, compile a DFA (see [`Matcher::new`]).
-const DFA_LIMIT: usize = 10_000;
+//! Keywords of every route are indexed once (`keywords.rs`), so a decision is one pass over
+//! the prompt however many routes and keywords there are.
 
 use crate::outcome::{ModelId, RouteId};
 use crate::registry::Registry;
+
+mod bytes;
+mod keywords;
+mod unicode;
+
+use keywords::Keywords;
 
 #[cfg(test)]
 mod tests;
@@ -81,60 +82,39 @@ pub struct UnknownName {
 /// The compiled keyword matcher of one registry.
 #[derive(Clone, Debug)]
 pub struct Matcher {
-    automaton: Option<AhoCorasick>,
+    keywords: Keywords,
     /// pattern id -> the routes that list that keyword.
     owners: Vec<Vec<u32>>,
+    /// route -> the ids of its keywords, ascending.
+    owned: Vec<Vec<u32>>,
     patterns: Vec<String>,
-    /// Some keyword is not ASCII: lower-case the text first (ASCII case folding is built in).
-    fold_unicode: bool,
 }
 
 impl Matcher {
     pub fn new(reg: &Registry) -> Matcher {
         let mut patterns: Vec<String> = Vec::new();
         let mut owners: Vec<Vec<u32>> = Vec::new();
+        let mut owned: Vec<Vec<u32>> = Vec::with_capacity(reg.routes.len());
+        let mut ids: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
         for (ri, route) in reg.routes.iter().enumerate() {
+            let mut mine = Vec::with_capacity(route.keywords.len());
             for kw in &route.keywords {
-                let pid = match patterns.iter().position(|p| p == kw) {
-                    Some(p) => p,
-                    None => {
-                        patterns.push(kw.clone());
-                        owners.push(Vec::new());
-                        patterns.len() - 1
-                    }
-                };
-                owners[pid].push(ri as u32);
+                let pid = *ids.entry(kw.as_str()).or_insert_with(|| {
+                    patterns.push(kw.clone());
+                    owners.push(Vec::new());
+                    patterns.len() as u32 - 1
+                });
+                owners[pid as usize].push(ri as u32);
+                mine.push(pid);
             }
+            mine.sort_unstable();
+            owned.push(mine);
         }
-        let fold_unicode = patterns.iter().any(|p| !p.is_ascii());
-        let automaton = if patterns.is_empty() {
-            None
-        } else {
-            // A DFA is the fastest search (one table lookup per byte): a 10 KB prompt over
-            // 5,000 keywords takes ~40 µs instead of ~70 µs, for a few MB and a slower build.
-            // Past DFA_LIMIT keywords the library picks its own (smaller) automaton.
-            let build = |kind| {
-                AhoCorasickBuilder::new()
-                    .ascii_case_insensitive(true)
-                    .match_kind(MatchKind::Standard)
-                    .kind(kind)
-                    .build(&patterns)
-            };
-            let dfa = (patterns.len() <= DFA_LIMIT)
-                .then(|| build(Some(AhoCorasickKind::DFA)).ok())
-                .flatten();
-            match dfa {
-                Some(ac) => Some(ac),
-                None => build(None)
-                    .map_err(|e| tracing::error!(error = %e, "keyword automaton failed to build: keyword routing is off"))
-                    .ok(),
-            }
-        };
         Matcher {
-            automaton,
+            keywords: Keywords::new(&patterns),
             owners,
+            owned,
             patterns,
-            fold_unicode,
         }
     }
 
@@ -177,65 +157,37 @@ impl Matcher {
                 };
             }
         }
-        let hits = self.hits(text);
-        if hits.is_empty() {
+        let hits = self.keywords.hits(text);
+        // Each hit keyword counts once for every route that lists it: the routes of all hits,
+        // sorted, come in runs, one per route scored, its length the score. The first longest
+        // run is the earliest route with the most distinct keywords.
+        let mut routes: Vec<u32> = Vec::with_capacity(hits.found.len());
+        for &pid in &hits.found {
+            routes.extend_from_slice(&self.owners[pid as usize]);
+        }
+        routes.sort_unstable();
+        let (mut best, mut top) = (0, 0);
+        for run in routes.chunk_by(|a, b| a == b) {
+            if run.len() > top {
+                (best, top) = (run[0] as usize, run.len());
+            }
+        }
+        if top == 0 {
             return Routed {
                 choice: Choice::Route(reg.default_route),
                 why: Why::NoKeyword,
             };
         }
-        let mut scores = vec![0u32; reg.routes.len()];
-        for &pid in &hits {
-            for &r in &self.owners[pid] {
-                scores[r as usize] += 1;
-            }
-        }
-        // max_by_key keeps the last maximum; iterate in reverse so ties go to the earlier route.
-        let best = (0..scores.len())
-            .rev()
-            .max_by_key(|&r| scores[r])
-            .map_or(reg.default_route, RouteId);
-        let matched = hits
+        let matched = self.owned[best]
             .iter()
-            .filter(|&&pid| self.owners[pid].contains(&(best.0 as u32)))
-            .map(|&pid| self.patterns[pid].clone())
+            .filter(|&&pid| hits.contains(pid))
+            .map(|&pid| self.patterns[pid as usize].clone())
             .collect();
         Routed {
-            choice: Choice::Route(best),
+            choice: Choice::Route(RouteId(best)),
             why: Why::Keywords(matched),
         }
     }
-
-    /// Distinct keyword (pattern) ids found in `text` as whole words, sorted.
-    fn hits(&self, text: &str) -> Vec<usize> {
-        let Some(ac) = &self.automaton else {
-            return Vec::new();
-        };
-        let folded;
-        let text = if self.fold_unicode {
-            folded = text.to_lowercase();
-            folded.as_str()
-        } else {
-            text
-        };
-        let mut hits: Vec<usize> = Vec::new();
-        for m in ac.find_overlapping_iter(text) {
-            if is_word_edge(text, m.start(), m.end()) {
-                hits.push(m.pattern().as_usize());
-            }
-        }
-        hits.sort_unstable();
-        hits.dedup();
-        hits
-    }
-}
-
-/// A match is a whole word when no letter, digit or `_` touches either end.
-fn is_word_edge(text: &str, start: usize, end: usize) -> bool {
-    let word = |c: char| c.is_alphanumeric() || c == '_';
-    let before = text[..start].chars().next_back();
-    let after = text[end..].chars().next();
-    !before.is_some_and(word) && !after.is_some_and(word)
 }
 
 fn by_name(reg: &Registry, name: &str) -> Result<Routed, UnknownName> {

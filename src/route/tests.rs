@@ -503,3 +503,303 @@ fn a_thousand_routes_and_a_ten_kilobyte_prompt() {
         Choice::Route(RouteId(0))
     );
 }
+
+// === equivalence with the rule as written ===
+
+/// SPEC §2 as written, the slow way: a keyword hits where it occurs (ASCII letters in either
+/// case; the whole text lower-cased first when some keyword is not ASCII) with no letter,
+/// digit or `_` touching either end; the most distinct keywords win, ties to the earlier
+/// route; no hit, the default route. `Why::Keywords` lists the winner's hits in the order the
+/// registry first names them.
+fn reference(reg: &Registry, text: &str) -> Routed {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut order: Vec<&str> = Vec::new();
+    for r in reg.routes.iter() {
+        for k in &r.keywords {
+            if !order.contains(&k.as_str()) {
+                order.push(k);
+            }
+        }
+    }
+    let t = if order.iter().any(|k| !k.is_ascii()) {
+        text.to_lowercase()
+    } else {
+        text.to_string()
+    };
+    let hit = |k: &str| {
+        (0..=t.len()).any(|i| {
+            let end = i + k.len();
+            t.is_char_boundary(i)
+                && end <= t.len()
+                && t.is_char_boundary(end)
+                && t.as_bytes()[i..end].eq_ignore_ascii_case(k.as_bytes())
+                && !t[..i].chars().next_back().is_some_and(word)
+                && !t[end..].chars().next().is_some_and(word)
+        })
+    };
+    let hits: Vec<&str> = order.iter().copied().filter(|k| hit(k)).collect();
+    let mut best: Option<(usize, usize)> = None;
+    for (i, r) in reg.routes.iter().enumerate() {
+        let score = r
+            .keywords
+            .iter()
+            .filter(|k| hits.contains(&k.as_str()))
+            .count();
+        if score > 0 && best.is_none_or(|(_, s)| score > s) {
+            best = Some((i, score));
+        }
+    }
+    match best {
+        None => Routed {
+            choice: Choice::Route(reg.default_route),
+            why: Why::NoKeyword,
+        },
+        Some((i, _)) => Routed {
+            choice: Choice::Route(RouteId(i)),
+            why: Why::Keywords(
+                hits.iter()
+                    .filter(|k| reg.routes[RouteId(i)].keywords.iter().any(|m| m == *k))
+                    .map(|k| k.to_string())
+                    .collect(),
+            ),
+        },
+    }
+}
+
+/// xorshift64*: reproducible randomness without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.below(from.len())]
+    }
+}
+
+/// Pieces of text: word characters (ASCII, Latin, Greek with a final-sigma context, Cyrillic,
+/// CJK, a title-case digraph, Deseret above the BMP, a Kelvin sign and a dotted capital I
+/// that lower-case to other lengths), words longer than 16 bytes, edges (space, punctuation,
+/// `¿`, a curly apostrophe, an emoji), a combining mark, control characters.
+#[rustfmt::skip]
+const TEXT_PIECES: &[&str] = &[
+    "a", "b", "c", "ab", "ba", "abc", "A", "B", "C", "AB", "_", "1", "2", " ", " ", " ", "  ", ".",
+    "-", "+", "#", "\n", "\t", "ä", "Ä", "ß", "é", "É", "İ", "\u{212A}", "k", "Σ", "σ", "ς", "字",
+    "😀", "¿", "\u{301}", "\u{0}", "abcabcabcabcabcabc", "ABCabcABCabcABCabcAB", "ẞ", "ǅ", "Ж", "ж",
+    "\u{10400}", "\u{10428}", "\u{2019}", "ΑΣ",
+];
+
+const KEYWORD_LETTERS: &[&str] = &[
+    "a",
+    "b",
+    "c",
+    "ab",
+    "A",
+    "B",
+    "ä",
+    "Ä",
+    "é",
+    "ß",
+    "k",
+    "σ",
+    "字",
+    "1",
+    "_",
+    "ж",
+    "ǆ",
+    "\u{10428}",
+];
+
+fn random_text(rng: &mut Rng, pieces: usize) -> String {
+    (0..pieces).map(|_| rng.pick(TEXT_PIECES)).collect()
+}
+
+fn random_keyword(rng: &mut Rng, texts: &[String], ascii: bool) -> String {
+    let k = match rng.below(4) {
+        // A piece of a text, so odd keywords hit too.
+        0 => {
+            let t = &texts[rng.below(texts.len())];
+            let chars: Vec<char> = t.chars().collect();
+            let from = rng.below(chars.len().max(1));
+            let longest = if rng.below(4) == 0 { 30 } else { 6 };
+            let len = 1 + rng.below(longest);
+            chars.iter().skip(from).take(len).collect()
+        }
+        _ => {
+            let mut k = String::new();
+            if rng.below(8) == 0 {
+                k.push_str(rng.pick(&[".", "#", "+", "¿"]));
+            }
+            for w in 0..1 + rng.below(3) {
+                if w > 0 {
+                    k.push_str(rng.pick(&[" ", " ", "-", ".", "  "]));
+                }
+                // Now and then a word longer than 16 bytes.
+                let letters = if rng.below(6) == 0 {
+                    6 + rng.below(8)
+                } else {
+                    1 + rng.below(3)
+                };
+                for _ in 0..letters {
+                    k.push_str(rng.pick(KEYWORD_LETTERS));
+                }
+            }
+            if rng.below(8) == 0 {
+                k.push_str(rng.pick(&["+", "++", "."]));
+            }
+            k
+        }
+    };
+    // What YAML and the registry take: no quotes, backslashes or control characters.
+    let k: String = k
+        .chars()
+        .filter(|c| !c.is_control() && *c != '"' && *c != '\\')
+        .filter(|c| !ascii || c.is_ascii())
+        .collect();
+    if k.trim().is_empty() {
+        "a".into()
+    } else {
+        k
+    }
+}
+
+/// Random registries and texts: the matcher decides as the rule as written does.
+#[test]
+fn keyword_routing_matches_the_rule_as_written() {
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut decisions = 0;
+    let mut hit = 0;
+    for case in 0..400 {
+        let texts: Vec<String> = (0..12)
+            .map(|i| {
+                let n = if i % 3 == 0 {
+                    20 + rng.below(200)
+                } else {
+                    rng.below(40)
+                };
+                random_text(&mut rng, n)
+            })
+            .collect();
+        // Half the registries are all ASCII (the text is searched as it is), half not.
+        let ascii = case % 2 == 0;
+        let n_routes = 1 + rng.below(6);
+        let mut routes: Vec<(String, Vec<String>)> = Vec::new();
+        for r in 0..n_routes {
+            let kws = (0..rng.below(5))
+                .map(|_| random_keyword(&mut rng, &texts, ascii))
+                .collect();
+            routes.push((format!("r{r}"), kws));
+        }
+        let spec: Vec<(&str, Vec<&str>)> = routes
+            .iter()
+            .map(|(n, k)| (n.as_str(), k.iter().map(String::as_str).collect()))
+            .collect();
+        let spec: Vec<(&str, &[&str], bool)> = spec
+            .iter()
+            .map(|(n, k)| (*n, k.as_slice(), false))
+            .collect();
+        let (reg, router) = from_yaml(&routes_yaml(&spec));
+        for text in &texts {
+            let want = reference(&reg, text);
+            let got = route_of(&reg, &router, text);
+            assert_eq!(got, want, "text {text:?}\nroutes {routes:?}");
+            decisions += 1;
+            hit += usize::from(want.why != Why::NoKeyword);
+        }
+    }
+    assert!(
+        hit > decisions / 8,
+        "only {hit} of {decisions} decisions hit a keyword"
+    );
+}
+
+/// Multi-byte characters across the 64-byte blocks the text is read in, and words that
+/// end where the text ends, at every offset around a block edge.
+#[test]
+fn words_across_block_edges() {
+    let yaml = routes_yaml(&[
+        ("code", &["rust", "unit test"], false),
+        ("odd", &[".net", "c++"], false),
+    ]);
+    let (reg, router) = from_yaml(&yaml);
+    let yaml = routes_yaml(&[("de", &["größe", "rust"], false)]);
+    let (reg_de, router_de) = from_yaml(&yaml);
+    for pad in 0..200 {
+        for filler in [" ", "a", "ä", "😀", "字"] {
+            let lead = filler.repeat(pad / filler.len());
+            for tail in [
+                "rust",
+                "ärust",
+                "¿rust",
+                "rustä",
+                "rust😀",
+                "字rust",
+                "unit test",
+                "unit tests",
+                " .net",
+                "a.net",
+                "c++",
+                "c++x",
+                "GRÖSSE",
+                "GRÖßE",
+                "größe",
+            ] {
+                let text = format!("{lead}{tail}");
+                assert_eq!(
+                    route_of(&reg, &router, &text),
+                    reference(&reg, &text),
+                    "{text:?}"
+                );
+                assert_eq!(
+                    route_of(&reg_de, &router_de, &text),
+                    reference(&reg_de, &text),
+                    "{text:?}"
+                );
+                let text = format!("{lead}{tail} and more");
+                assert_eq!(
+                    route_of(&reg, &router, &text),
+                    reference(&reg, &text),
+                    "{text:?}"
+                );
+            }
+        }
+    }
+}
+
+/// Many phrases that begin with one word (more than are checked one by one): each text
+/// decides as the rule as written does.
+#[test]
+fn many_phrases_with_one_first_word() {
+    let phrases = [
+        "how", "how a", "how ab", "how b", "how-a", "how  a", "how a b", "how b a", "how.ab",
+        "how ab-", "how é", "how_a x",
+    ];
+    let yaml = routes_yaml(&[
+        ("first", &phrases[..6], false),
+        ("second", &phrases[6..], false),
+        ("third", &["how ab", "b"], false),
+    ]);
+    let (reg, router) = from_yaml(&yaml);
+    let mut rng = Rng(0x0dd5_eed5_0000_0042);
+    let pieces = [
+        "how", "HOW", "How", " ", " ", "  ", "a", "ab", "AB", "b", "-", ".", "é", "É", "x", "_",
+    ];
+    for _ in 0..3000 {
+        let n = 1 + rng.below(12);
+        let text: String = (0..n).map(|_| rng.pick(&pieces)).collect();
+        assert_eq!(
+            route_of(&reg, &router, &text),
+            reference(&reg, &text),
+            "{text:?}"
+        );
+    }
+}
