@@ -5,10 +5,12 @@
 //! performs no I/O and reads no clock: the server ([`crate::machines`]), the health checker
 //! and `labrouter replay` all drive this same function.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+mod adopt;
 mod policy;
 mod step;
 #[cfg(test)]
@@ -16,6 +18,7 @@ mod tests;
 mod verdict;
 
 pub use crate::outcome::{Failure, FailureKind, Phase, Skip};
+pub use adopt::Adopted;
 pub use policy::Policy;
 pub use verdict::{Restored, Transitioned, Verdict, RETRY_AFTER_MAX};
 
@@ -41,6 +44,11 @@ pub struct Breaker {
     pub rate_limited_until: Option<Instant>,
     pub last_reason: Option<String>,
     pub last_retry_after: Option<Duration>,
+    /// Another router holds the pool's probe lease until then (SPEC §12): this half-open
+    /// breaker answers `probe_in_flight` meanwhile.
+    pub peer_probe_until: Option<Instant>,
+    /// The router whose verdict this is, when another router decided it (SPEC §12).
+    pub decided_by: Option<Arc<str>>,
 }
 
 impl Breaker {
@@ -57,6 +65,8 @@ impl Breaker {
             rate_limited_until: None,
             last_reason: None,
             last_retry_after: None,
+            peer_probe_until: None,
+            decided_by: None,
         }
     }
 }
@@ -81,6 +91,9 @@ pub enum Event {
     AuthFailed(Ticket, String),
     /// The admitted call ended with no verdict (client gone, 400, 404): releases a probe lease.
     Cancel(Ticket),
+    /// The probe this ticket was admitted as is another router's until then (SPEC §12):
+    /// the local probe lease goes back, and the breaker answers `probe_in_flight` meanwhile.
+    PeerProbe(Ticket, Instant),
     /// An active health check (SPEC §3.5).
     HealthPassed,
     HealthFailed(Failure),

@@ -19,6 +19,8 @@ pub struct Fleet {
     pub upstreams: Table<MachineId, Arc<Upstream>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
     pub api_keys: ApiKeys,
+    /// The Redis of `cluster:` (SPEC §12), read from its environment variable and checked.
+    pub redis: Option<crate::cluster::Endpoint>,
 }
 
 /// Client bearer tokens; their Debug output never shows them.
@@ -49,6 +51,8 @@ pub enum FleetError {
     KeysUnset { var: String },
     #[error("machine '{machine}': {why}")]
     Client { machine: String, why: String },
+    #[error("cluster: {0}")]
+    Cluster(String),
 }
 
 impl Fleet {
@@ -101,7 +105,14 @@ impl Fleet {
                     })
             })
             .collect::<Result<_, _>>()?;
+        let redis = registry
+            .cluster
+            .as_ref()
+            .map(|c| crate::cluster::Endpoint::from_env(&c.redis_url_env))
+            .transpose()
+            .map_err(FleetError::Cluster)?;
         Ok(Fleet {
+            redis,
             matcher: Matcher::new(&registry),
             machines: Machines::with_bus(&registry, bus, old.map(|o| &o.machines)),
             upstreams,

@@ -40,6 +40,7 @@ pub mod body;
 pub mod breaker;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod demo;
 pub mod fleet;
 pub mod health;

@@ -12,6 +12,7 @@ use crate::outcome::ids::Table;
 use crate::outcome::{MachineId, ModelId, RouteId};
 
 mod callback_allow;
+mod cluster;
 mod durations;
 mod machines;
 mod models;
@@ -30,6 +31,7 @@ mod validate;
 mod version;
 
 pub use callback_allow::AllowRule;
+pub use cluster::{is_local_ip, share_key, PROBE_LEASE};
 use raw::RawRegistry;
 pub use server::{is_loopback, Cidr, Server, DEFAULT_ORIGINS};
 pub use tasks::Tasks;
@@ -70,6 +72,23 @@ pub struct Machine {
     pub max_concurrency: u32,
     /// Tasks running at once on this machine (SPEC §10): 1..=`max_concurrency`, default 1.
     pub task_slots: u32,
+    /// Its verdict is shared with the other routers of `cluster:` (SPEC §12), under
+    /// [`share_key`] of its URL.
+    pub shared: bool,
+}
+
+/// `cluster:` (SPEC §12): the routers sharing one prefix in one Redis share verdicts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cluster {
+    /// The environment variable holding the Redis URL (the URL itself is a secret).
+    pub redis_url_env: String,
+    pub prefix: String,
+    /// This router's name among its peers.
+    pub node: String,
+    /// Each Redis operation at most; slower counts as Redis down.
+    pub timeout: Duration,
+    /// The probe lease's `PX` (SPEC: 15 s).
+    pub probe_lease: Duration,
 }
 
 /// Which API a machine speaks (`api:` in registry.yaml, SPEC §11). Every machine takes
@@ -133,6 +152,8 @@ pub struct Registry {
     pub telegram: Option<Telegram>,
     /// `tasks:` (SPEC §10), its defaults when the block is absent.
     pub tasks: Tasks,
+    /// `cluster:` (SPEC §12), when routers share verdicts through Redis.
+    pub cluster: Option<Cluster>,
     /// A short hash of the file's bytes, recorded with breaker transitions.
     pub version: String,
 }

@@ -103,10 +103,24 @@ impl Drop for Background {
 }
 
 fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
-    let mut tasks = vec![
+    let mut tasks = Vec::new();
+    // The other routers (SPEC §12), before Telegram so its alerts hear the link.
+    let fleet = svc.fleet();
+    if let (Some(config), Some(redis)) = (&fleet.registry.cluster, &fleet.redis) {
+        let (link, jobs) = crate::cluster::Link::new(config.clone());
+        svc.bus().set_cluster(Arc::clone(&link));
+        tracing::info!(node = %config.node, prefix = %config.prefix, redis = %redis.host(), "cluster: sharing verdicts through Redis");
+        tasks.push(tokio::spawn(crate::cluster::run(
+            link,
+            redis.clone(),
+            jobs,
+            Arc::clone(svc),
+        )));
+    }
+    tasks.extend([
         tokio::spawn(crate::health::run(Arc::clone(svc))),
         tokio::spawn(crate::service::prune_daily(Arc::clone(svc))),
-    ];
+    ]);
     // The task queue (SPEC §10): resumed when the service opened its store.
     if let Some(scheduler) = svc.tasks() {
         tasks.push(tokio::spawn(Arc::clone(scheduler).run()));

@@ -295,5 +295,13 @@ fn restart_only(old: &Registry, new: &Registry) -> Result<(), ServiceError> {
             show(&n.api_keys_env),
         );
     }
+    if old.cluster != new.cluster {
+        let show = |c: &Option<crate::registry::Cluster>| {
+            c.as_ref().map_or("(none)".into(), |c| {
+                format!("{} as {} in {}", c.prefix, c.node, c.redis_url_env)
+            })
+        };
+        return changed("cluster", show(&old.cluster), show(&new.cluster));
+    }
     Ok(())
 }

@@ -30,6 +30,9 @@ pub use tasks::{OldestWaiting, TaskFailure, TasksView, RECENT_FAILURES};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct View {
+    /// The link to the other routers (SPEC §12); absent without `cluster:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<host::Stats>,
     pub machines: BTreeMap<String, MachineView>,
@@ -49,6 +52,9 @@ pub struct MachineView {
     pub cooldown_left_ms: u64,
     /// The cooldown the next trip would get.
     pub cooldown_ms: u64,
+    /// The router whose verdict this is (SPEC §12): a peer's name for an adopted one, this
+    /// router's node for its own; `None` without `cluster:` or before any transition.
+    pub decided_by: Option<String>,
     pub in_flight: u32,
     pub last_reason: Option<String>,
     pub local_rejections: u64,
@@ -58,8 +64,29 @@ pub struct MachineView {
     pub rate_limited_ms: Option<u64>,
     pub remote_attempts: u64,
     pub rerouted: u64,
+    /// Its verdict is shared with the other routers (SPEC §12).
+    pub shared: bool,
     pub state: Phase,
     pub url: String,
+}
+
+/// `/status.cluster` (SPEC §12): whether this router talks to Redis, as whom, and who else
+/// it has seen there.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterView {
+    /// Why Redis was last found down (no URL, no password).
+    pub last_error: Option<String>,
+    /// When every verdict was last read from Redis, RFC 3339 UTC.
+    pub last_sync: Option<String>,
+    pub node: String,
+    /// The other routers that beat within the last few seconds.
+    pub peers_seen: Vec<String>,
+    pub prefix: String,
+    /// Since when `state` holds, RFC 3339 UTC.
+    pub since: Option<String>,
+    /// `up`, `down` or `connecting`.
+    pub state: String,
 }
 
 /// A route and its chain of targets, in order.
@@ -76,13 +103,21 @@ impl View {
         let reg = &fleet.registry;
         let now = Instant::now();
         let wall = SystemTime::now();
+        let link = fleet.machines.bus().cluster();
         let machines = reg
             .machines
             .enumerate()
             .map(|(i, m)| {
                 let s = fleet.machines.snapshot(i);
-                let url = m.url.clone();
-                (s.name.clone(), MachineView::of(s, url, now, wall))
+                let mut v = MachineView::of(s, m.url.clone(), now, wall);
+                if let Some(link) = link {
+                    v.shared = m.shared;
+                    v.decided_by = v.decided_by.or_else(|| {
+                        let b = fleet.machines.breaker(i);
+                        (b.generation > 0).then(|| link.node().to_string())
+                    });
+                }
+                (m.name.clone(), v)
             })
             .collect();
         let routes = reg
@@ -94,6 +129,7 @@ impl View {
             })
             .collect();
         View {
+            cluster: link.map(|l| l.view()),
             host: None,
             machines,
             registry_version: reg.version.clone(),
@@ -128,6 +164,7 @@ impl MachineView {
             consecutive_failures: b.failures,
             cooldown_left_ms: cooldown_left.map_or(0, millis),
             cooldown_ms: millis(b.cooldown),
+            decided_by: b.decided_by.as_deref().map(str::to_string),
             in_flight: s.inflight,
             last_reason: b.last_reason,
             local_rejections: s.local_rejections,
@@ -139,6 +176,7 @@ impl MachineView {
                 .map(|u| millis(u.saturating_duration_since(now))),
             remote_attempts: s.remote_attempts,
             rerouted: s.rerouted,
+            shared: false,
             state: b.phase,
             url,
         }

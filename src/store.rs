@@ -33,7 +33,7 @@ mod writer;
 
 pub use answers::{answer, KeptAnswer, ANSWERS_KEEP};
 pub use counters::{counter_samples, CounterSample, Counts};
-pub use ledger::{events, last_rows_before, trips_since, LedgerRow, REGISTRY_ROW};
+pub use ledger::{events, last_rows_before, trips_since, LedgerRow, CLUSTER_ROW, REGISTRY_ROW};
 pub use meta::meta;
 pub use verdict::{Restored, Verdict};
 pub use writer::Msg;

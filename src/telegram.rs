@@ -248,6 +248,7 @@ pub fn start(
             transitions,
             outbox.clone(),
         )),
+        tokio::spawn(tasks::cluster_loop(Arc::clone(&svc), outbox.clone())),
         tokio::spawn(tasks::digest_loop(svc, settings, opts, outbox.clone())),
     ];
     Ok(Running { outbox, tasks })

@@ -49,6 +49,13 @@ impl Breaker {
                 self.release(t);
                 Decision::Recorded
             }
+            Event::PeerProbe(t, until) => {
+                if t.probe && t.generation == self.generation && self.phase == Phase::HalfOpen {
+                    self.peer_probe_until = Some(until);
+                }
+                self.release(t);
+                Decision::Recorded
+            }
             Event::HealthPassed => {
                 self.on_health_passed(now, policy, &mut transition);
                 Decision::Recorded
@@ -120,6 +127,12 @@ impl Breaker {
                 return reject(Skip::RateLimited, Some(until - now));
             }
             self.rate_limited_until = None;
+        }
+        if let Some(until) = self.peer_probe_until {
+            if until > now {
+                return reject(Skip::ProbeInFlight, Some(until - now));
+            }
+            self.peer_probe_until = None;
         }
         match self.phase {
             Phase::HalfOpen if self.probe_in_flight => reject(Skip::ProbeInFlight, None),
@@ -212,7 +225,7 @@ impl Breaker {
         }
     }
 
-    fn open(
+    pub(super) fn open(
         &mut self,
         cooldown: Duration,
         reason: String,
@@ -229,7 +242,7 @@ impl Breaker {
         self.open_until = Some(until);
     }
 
-    fn close(&mut self, reason: String, remote: bool, transition: &mut Option<Transition>) {
+    pub(super) fn close(&mut self, reason: String, remote: bool, transition: &mut Option<Transition>) {
         self.enter(Phase::Closed, reason, remote, None, transition);
         self.open_until = None;
         self.last_retry_after = None;
@@ -237,7 +250,7 @@ impl Breaker {
 
     /// Moves to `to`, starting a new cycle; chains with a transition already made in this
     /// step (open → half_open → closed by one health check) by keeping its `from`.
-    fn enter(
+    pub(super) fn enter(
         &mut self,
         to: Phase,
         reason: String,
@@ -251,6 +264,8 @@ impl Breaker {
         self.generation += 1;
         self.successes = 0;
         self.probe_in_flight = false;
+        self.peer_probe_until = None;
+        self.decided_by = None;
         if to == Phase::Closed {
             self.failures = 0;
         }

@@ -24,6 +24,8 @@ pub struct Transitioned {
     pub verdict: Verdict,
     pub remote_attempts: u64,
     pub local_rejections: u64,
+    /// The router whose verdict this was, when another router decided it (SPEC §12).
+    pub decided_by: Option<std::sync::Arc<str>>,
 }
 
 /// What is stored per machine (SPEC §3.6).

@@ -20,17 +20,18 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Status { url, json } => crate::status::print(&url, json).await,
         Command::Task { url, command } => super::task::run(&url, command).await,
         Command::Check { file } => match Registry::load(&file) {
-            Ok(reg) => {
-                println!(
-                    "{}: ok: {} machines, {} models, {} routes (version {})",
-                    file.display(),
-                    reg.machines.len(),
-                    reg.models.len(),
-                    reg.routes.len(),
-                    reg.version
-                );
-                Ok(ExitCode::SUCCESS)
+            // The Redis URL lives in the environment; serve would refuse it too.
+            Ok(reg) if reg.cluster.is_some() => {
+                let var = reg.cluster.as_ref().map_or("", |c| c.redis_url_env.as_str());
+                match crate::cluster::Endpoint::from_env(var) {
+                    Ok(_) => check_ok(&file, &reg),
+                    Err(e) => {
+                        eprintln!("{}: cluster: {e}", file.display());
+                        Ok(ExitCode::FAILURE)
+                    }
+                }
             }
+            Ok(reg) => check_ok(&file, &reg),
             Err(e) => {
                 eprintln!("{e}");
                 Ok(ExitCode::FAILURE)
@@ -150,4 +151,17 @@ async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
+}
+
+#[allow(clippy::print_stdout, reason = "the CLI's printing")]
+fn check_ok(file: &std::path::Path, reg: &Registry) -> anyhow::Result<ExitCode> {
+    println!(
+        "{}: ok: {} machines, {} models, {} routes (version {})",
+        file.display(),
+        reg.machines.len(),
+        reg.models.len(),
+        reg.routes.len(),
+        reg.version
+    );
+    Ok(ExitCode::SUCCESS)
 }

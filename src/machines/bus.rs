@@ -1,7 +1,7 @@
 //! What outlives a registry reload: the channel of transitions, the ledger's sender, and
 //! the notice that wakes requests waiting for a breaker (`x-labrouter-wait`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{broadcast, Notify};
 
@@ -18,6 +18,8 @@ pub struct Bus {
     pub(super) ledger: Option<std::sync::mpsc::Sender<Msg>>,
     /// The registry version recorded with each transition; replaced on reload.
     pub(super) registry_version: Mutex<String>,
+    /// The link to the other routers (SPEC §12), once `cluster:` started it.
+    cluster: OnceLock<Arc<crate::cluster::Link>>,
 }
 
 impl Bus {
@@ -28,6 +30,7 @@ impl Bus {
             transitions,
             ledger,
             registry_version: Mutex::new(String::new()),
+            cluster: OnceLock::new(),
         })
     }
 
@@ -41,6 +44,20 @@ impl Bus {
         if let Some(l) = &self.ledger {
             let _ = l.send(msg);
         }
+    }
+
+    /// Shares this router's verdicts from now on (once per bus: `cluster:` needs a restart).
+    pub fn set_cluster(&self, link: Arc<crate::cluster::Link>) {
+        let _ = self.cluster.set(link);
+    }
+
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Link>> {
+        self.cluster.get()
+    }
+
+    /// Wakes requests and tasks waiting for a breaker (a peer's verdict arrived).
+    pub fn wake(&self) {
+        self.changed.notify_waiters();
     }
 
     /// The registry version recorded with each transition from now on.

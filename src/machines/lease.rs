@@ -20,6 +20,27 @@ pub struct Lease {
     /// The probe's verdict already came ([`Lease::vouch`]). Atomic, not a `Cell`: the
     /// attempt holds `&Lease` across awaits in a future that must be `Send`.
     vouched: AtomicBool,
+    /// The pool's probe lease in Redis (SPEC §12), released when this lease ends: after
+    /// its outcome, so the verdict is published before another router may probe.
+    pool: Option<crate::cluster::Hold>,
+}
+
+/// Whether a probe is still undecided: its breaker is in the cycle it was admitted in.
+#[derive(Clone, Debug)]
+pub struct ProbeWatch {
+    tracker: Arc<Tracker>,
+    generation: u64,
+}
+
+impl ProbeWatch {
+    /// The machine's name (metrics).
+    pub fn machine(&self) -> &str {
+        &self.tracker.name
+    }
+
+    pub fn undecided(&self) -> bool {
+        lock(&self.tracker.state).breaker.generation == self.generation
+    }
 }
 
 impl Lease {
@@ -31,6 +52,45 @@ impl Lease {
             ticket,
             done: false,
             vouched: AtomicBool::new(false),
+            pool: None,
+        }
+    }
+
+    pub(super) fn tracker(&self) -> &Tracker {
+        &self.tracker
+    }
+
+    pub(super) fn watch(&self) -> ProbeWatch {
+        ProbeWatch {
+            tracker: Arc::clone(&self.tracker),
+            generation: self.ticket.generation,
+        }
+    }
+
+    pub(super) fn hold(&mut self, hold: crate::cluster::Hold) {
+        self.pool = Some(hold);
+    }
+
+    /// The probe is another router's for `left` (SPEC §12): this lease ends without a
+    /// verdict and the breaker answers `probe_in_flight` meanwhile.
+    pub(super) fn peer_probe(mut self, left: std::time::Duration) -> super::Rejected {
+        self.done = true;
+        let until = crate::clock::after(tokio::time::Instant::now(), left);
+        step_tracker(&self.tracker, &self.bus, Event::PeerProbe(self.ticket, until));
+        // Not sent after all: a local rejection, not a remote attempt.
+        self.tracker.remote_attempts.fetch_sub(1, Ordering::Relaxed);
+        self.tracker
+            .local_rejections
+            .fetch_add(1, Ordering::Relaxed);
+        let b = &lock(&self.tracker.state).breaker;
+        super::Rejected {
+            skip: crate::breaker::Skip::ProbeInFlight,
+            retry_after: Some(left),
+            held: crate::outcome::Held {
+                phase: b.phase,
+                failures: b.failures,
+                last_reason: b.last_reason.clone(),
+            },
         }
     }
 

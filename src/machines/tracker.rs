@@ -2,7 +2,7 @@
 //! step that announces each transition to the ledger, the gauges and subscribers.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use tokio::time::Instant;
@@ -35,6 +35,14 @@ pub struct Tracker {
 pub(super) struct Locked {
     pub(super) breaker: Breaker,
     pub(super) policy: Policy,
+    /// The key its verdict is shared under (SPEC §12), when shared.
+    pub(super) share: Option<Arc<str>>,
+}
+
+/// The key machine `m`'s verdict is shared under, when it is shared.
+pub(super) fn share_of(m: &crate::registry::Machine) -> Option<Arc<str>> {
+    m.shared
+        .then(|| Arc::from(crate::registry::share_key(&m.url)))
 }
 
 pub(super) fn new_tracker(m: &crate::registry::Machine) -> Tracker {
@@ -44,6 +52,7 @@ pub(super) fn new_tracker(m: &crate::registry::Machine) -> Tracker {
         state: Mutex::new(Locked {
             breaker: Breaker::new(&m.breaker),
             policy: m.breaker.clone(),
+            share: share_of(m),
         }),
         inflight: AtomicU32::new(0),
         remote_attempts: AtomicU64::new(0),
@@ -95,7 +104,14 @@ pub(super) fn announce(
     now: Instant,
     wall: SystemTime,
 ) {
-    let verdict = Verdict::of(&lock(&tracker.state).breaker, now, wall);
+    let (verdict, decided_by, share) = {
+        let g = lock(&tracker.state);
+        (
+            Verdict::of(&g.breaker, now, wall),
+            g.breaker.decided_by.clone(),
+            g.share.clone(),
+        )
+    };
     let cooldown_until = transition
         .cooldown_until
         .map(|u| wall + u.saturating_duration_since(now));
@@ -123,7 +139,12 @@ pub(super) fn announce(
         verdict,
         remote_attempts: tracker.remote_attempts.load(Ordering::Relaxed),
         local_rejections: tracker.local_rejections.load(Ordering::Relaxed),
+        decided_by,
     };
+    // Shared machines tell the other routers (SPEC §12); never waits on Redis.
+    if let (Some(link), Some(share)) = (bus.cluster(), share) {
+        link.transition(&record, share);
+    }
     if let Some(ledger) = &bus.ledger {
         // The writer thread is gone only at shutdown; the transition is still logged above.
         let _ = ledger.send(Msg::Transition(Box::new(record.clone())));

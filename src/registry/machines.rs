@@ -73,6 +73,7 @@ pub(super) fn validate_machines(
             defaults.task_slots.as_ref(),
             max_concurrency,
         )?;
+        let shared = super::cluster::shared(name, m.shared.as_ref(), &url)?;
         machines.push(Machine {
             name: name.clone(),
             url,
@@ -83,6 +84,7 @@ pub(super) fn validate_machines(
             breaker: validate_policy(&m.breaker, &d_policy)?,
             max_concurrency,
             task_slots,
+            shared,
         });
     }
     Ok(machines)

@@ -21,6 +21,7 @@ pub struct RawRegistry {
     pub routes: S<Vec<RawRoute>>,
     pub telegram: Option<RawTelegram>,
     pub tasks: Option<RawTasks>,
+    pub cluster: Option<RawCluster>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -87,6 +88,27 @@ pub struct RawMachine {
     pub breaker: RawBreaker,
     pub max_concurrency: Option<S<u32>>,
     pub task_slots: Option<S<u32>>,
+    /// SPEC §12: `auto`, `true` or `false`; a string so a typo gets our message.
+    pub shared: Option<S<SharedRaw>>,
+}
+
+/// `shared:` as written: a YAML bool or the word `auto`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum SharedRaw {
+    Bool(bool),
+    Word(String),
+}
+
+/// `cluster:` (SPEC §12).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    pub redis_url_env: S<String>,
+    pub prefix: Option<S<String>>,
+    pub node: Option<S<String>>,
+    pub timeout: Option<S<String>>,
+    pub probe_lease: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

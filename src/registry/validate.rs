@@ -1,8 +1,9 @@
 //! The raw file validated into a [`Registry`], section by section, in the order errors are
-//! reported: server, defaults and machines, models, routes, telegram, tasks.
+//! reported: server, defaults and machines, models, routes, telegram, tasks, cluster.
 
 use serde_saphyr::Location;
 
+use super::cluster::validate_cluster;
 use super::machines::validate_machines;
 use super::models::validate_models;
 use super::raw::RawRegistry;
@@ -28,6 +29,7 @@ pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
     let (routes, default_route) = validate_routes(&raw.routes, &models)?;
     let telegram = raw.telegram.as_ref().map(validate_telegram).transpose()?;
     let tasks = validate_tasks(&raw, &server, &machines)?;
+    let cluster = raw.cluster.as_ref().map(validate_cluster).transpose()?;
     Ok(Registry {
         server,
         model_ids: (0..models.len()).map(ModelId).collect(),
@@ -37,6 +39,7 @@ pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
         default_route: RouteId(default_route),
         telegram,
         tasks,
+        cluster,
         version: String::new(),
     })
 }

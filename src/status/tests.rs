@@ -35,6 +35,7 @@ fn sample() -> View {
         consecutive_failures: 3,
         cooldown_left_ms: 40_500,
         cooldown_ms: 60_000,
+        decided_by: Some("mac-mini".into()),
         in_flight: 1,
         last_reason: Some("HTTP 500".into()),
         local_rejections: 12,
@@ -42,6 +43,7 @@ fn sample() -> View {
         rate_limited_ms: Some(2_000),
         remote_attempts: 3,
         rerouted: 2,
+        shared: true,
         state: Phase::Open,
         url: "http://gpu-box.local:11434/v1".into(),
     };
@@ -51,6 +53,15 @@ fn sample() -> View {
         ..MachineView::default()
     };
     View {
+        cluster: Some(ClusterView {
+            last_error: Some("Connection refused (os error 111)".into()),
+            last_sync: Some("2026-11-30T14:02:09Z".into()),
+            node: "mini".into(),
+            peers_seen: vec!["studio".into()],
+            prefix: "homelab".into(),
+            since: Some("2026-11-30T14:02:10Z".into()),
+            state: "up".into(),
+        }),
         host: Some(host::Stats {
             cpu_percent: Some(3.5),
             hostname: Some("mini".into()),
@@ -94,8 +105,8 @@ fn the_wire_shape_is_the_sorted_maps_it_always_was() {
     let machine = |url: &str| {
         format!(
             "{{\"consecutive_failures\":0,\"cooldown_left_ms\":0,\"cooldown_ms\":{},\
-             \"in_flight\":0,\"last_reason\":null,\"local_rejections\":0,\"opened_at\":null,\
-             \"rate_limited_ms\":null,\"remote_attempts\":0,\"rerouted\":0,\"state\":\"closed\",\
+             \"decided_by\":null,\"in_flight\":0,\"last_reason\":null,\"local_rejections\":0,\"opened_at\":null,\
+             \"rate_limited_ms\":null,\"remote_attempts\":0,\"rerouted\":0,\"shared\":false,\"state\":\"closed\",\
              \"url\":\"{url}\"}}",
             v.machines["apple"].cooldown_ms
         )
@@ -205,7 +216,7 @@ fn the_tasks_block_is_added_last_with_sorted_keys_and_round_trips() {
     let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["host", "machines", "registry_version", "routes", "tasks"]
+        ["cluster", "host", "machines", "registry_version", "routes", "tasks"]
     );
     let text = serde_json::to_string(&json["tasks"]).unwrap();
     assert_eq!(

@@ -14,6 +14,8 @@ use crate::breaker::{Phase, Transitioned};
 
 /// The machine name of registry rows in the ledger.
 pub const REGISTRY_ROW: &str = "(registry)";
+/// The machine name of the rows that record the link to the other routers (SPEC §12).
+pub const CLUSTER_ROW: &str = "(cluster)";
 
 /// One ledger row as `/status/events` shows it.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -66,10 +68,12 @@ pub(super) fn insert_transition(tx: &Transaction<'_>, t: &Transitioned) -> rusql
     Ok(())
 }
 
-/// A registry reload, applied or rejected: a row for machine [`REGISTRY_ROW`].
-pub(super) fn insert_registry(
+/// A row that is no breaker's: a registry reload ([`REGISTRY_ROW`]) or the cluster link
+/// going down or up ([`CLUSTER_ROW`]).
+pub(super) fn insert_note(
     tx: &Transaction<'_>,
     at: SystemTime,
+    row: &str,
     from: &str,
     to: &str,
     reason: &str,
@@ -78,7 +82,7 @@ pub(super) fn insert_registry(
         "INSERT INTO ledger (at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
                              remote_attempted, registry_version, remote_attempts, local_rejections)
          VALUES (?1, ?2, ?3, ?4, ?5, 0, NULL, 0, ?6, 0, 0)",
-        params![ms(at), REGISTRY_ROW, from, to, reason, to],
+        params![ms(at), row, from, to, reason, to],
     )?;
     Ok(())
 }

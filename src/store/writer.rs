@@ -23,6 +23,14 @@ pub enum Msg {
         to: String,
         reason: String,
     },
+    /// The link to the other routers went down or came back (SPEC §12): a ledger row for
+    /// machine `(cluster)`.
+    Cluster {
+        at: SystemTime,
+        from: String,
+        to: String,
+        reason: String,
+    },
     /// Remember a small value across restarts (Telegram: when the last digest went out).
     Meta {
         key: String,
@@ -71,6 +79,7 @@ pub(super) fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &P
             match msg {
                 Msg::Transition(_)
                 | Msg::Registry { .. }
+                | Msg::Cluster { .. }
                 | Msg::Meta { .. }
                 | Msg::Prune { .. }
                 | Msg::Counters { .. }
@@ -151,7 +160,13 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<Vec<Ins
                 from,
                 to,
                 reason,
-            } => ledger::insert_registry(&tx, *at, from, to, reason)?,
+            } => ledger::insert_note(&tx, *at, ledger::REGISTRY_ROW, from, to, reason)?,
+            Msg::Cluster {
+                at,
+                from,
+                to,
+                reason,
+            } => ledger::insert_note(&tx, *at, ledger::CLUSTER_ROW, from, to, reason)?,
             Msg::Meta { key, value } => meta::write(&tx, key, value)?,
             Msg::Counters {
                 at_ms,

@@ -112,7 +112,11 @@ where
             ));
             continue;
         };
-        let lease = match fleet.machines.admit(machine) {
+        let admitted = match fleet.machines.admit(machine) {
+            Ok(lease) if lease.is_probe() => fleet.machines.pooled(lease).await,
+            other => other,
+        };
+        let lease = match admitted {
             Ok(lease) => lease,
             Err(rej) => {
                 if rej.skip != Skip::Busy {

@@ -46,7 +46,7 @@ pub fn read_store(path: &Path, now: Timestamp) -> Result<Stored, StoreError> {
     events.sort_by_key(|e| e.seq);
     let rows: Vec<Row> = events
         .into_iter()
-        .filter(|e| e.machine != store::REGISTRY_ROW)
+        .filter(|e| e.machine != store::REGISTRY_ROW && e.machine != store::CLUSTER_ROW)
         // A row whose states this version cannot read says nothing it can count.
         .filter_map(|e| {
             let (from, to) = e.phases()?;

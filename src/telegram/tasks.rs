@@ -54,6 +54,39 @@ pub(super) async fn alert_loop(
     }
 }
 
+/// One alert when this router loses Redis (SPEC §12), one when it is back: never one per
+/// failed reconnect. Without `cluster:` there is nothing to watch.
+pub(super) async fn cluster_loop(svc: Arc<Service>, outbox: Outbox) {
+    use crate::cluster::State;
+    let Some(link) = svc.bus().cluster().cloned() else {
+        return;
+    };
+    let mut state = link.watch_state();
+    let mut told_down = false;
+    while state.changed().await.is_ok() {
+        let now = *state.borrow_and_update();
+        let text = match (now, told_down) {
+            (State::Down, false) => {
+                told_down = true;
+                format!(
+                    "⚠️ {}: Redis is unreachable ({}). This router runs on its own breakers until it returns.",
+                    super::text::bold(link.node()),
+                    super::text::escape(&link.view().last_error.unwrap_or_default()),
+                )
+            }
+            (State::Up, true) => {
+                told_down = false;
+                format!(
+                    "✅ {}: Redis is back; verdicts re-synced with the other routers.",
+                    super::text::bold(link.node()),
+                )
+            }
+            _ => continue,
+        };
+        outbox.push(Message::new("alert", text));
+    }
+}
+
 /// Catches up a missed digest at start, then sends one per slot. It reads the wall clock
 /// every `tick` rather than sleeping a whole day, so a suspended host or a changed clock is
 /// noticed. The counter samples it reads are [`crate::sample`]'s.

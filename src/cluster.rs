@@ -1,0 +1,357 @@
+//! Several routers, one view of the lab (SPEC §12): breaker verdicts shared through Redis,
+//! one probe per cooldown for the whole pool.
+//!
+//! Only transitions and probes touch Redis, never an ordinary request: a transition is
+//! queued to the [`worker`] (which publishes it), a probe asks for the pool's lease, bounded
+//! by `cluster.timeout`. Redis down, slow or wrong never opens or closes a machine: each
+//! router then runs on its own breakers, says so, and re-syncs when Redis returns.
+//!
+//! - **Verdicts** are keyed by the machine's normalised URL, so two routers that name one
+//!   box differently agree. Generations come from Redis (`INCR`) and an older one never
+//!   overrides a newer; the time left of a cooldown travels as a duration (`PTTL`), so host
+//!   clocks never matter.
+//! - **The probe lease** is `SET NX PX` with a token `<node>:<generation>`, renewed by its
+//!   holder while the probe is undecided, deleted by compare-and-delete (or with the
+//!   verdict it produced), and expiring on its own if its router dies.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use redis::aio::MultiplexedConnection;
+use tokio::sync::{mpsc, watch};
+
+use crate::breaker::Transitioned;
+use crate::machines::ProbeWatch;
+use crate::registry::Cluster as Config;
+
+mod endpoint;
+mod heard;
+mod scripts;
+mod worker;
+
+pub use endpoint::Endpoint;
+pub use heard::{Heard, Told};
+pub use worker::run;
+
+/// How long a verdict hash lives in Redis after its last transition.
+const VERDICT_TTL: Duration = Duration::from_secs(7 * 86_400);
+/// Transitions queued for the worker at most; beyond, everything is told again.
+const QUEUE: usize = 1024;
+
+/// The answer to a request for the pool's probe lease.
+#[derive(Debug)]
+pub enum Taken {
+    /// This router probes; the lease is released when the [`Hold`] drops.
+    Won(Hold),
+    /// Another router probes, for at most this much longer.
+    Lost(Duration),
+    /// Redis did not answer in time: this router's own breaker decides.
+    Unavailable,
+}
+
+/// Whether this router talks to Redis now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Connecting,
+    Up,
+    Down,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Connecting => "connecting",
+            State::Up => "up",
+            State::Down => "down",
+        }
+    }
+}
+
+/// What the worker is asked to do, in order: a transition's verdict goes out before the
+/// probe lease that produced it is released.
+#[derive(Debug)]
+enum Job {
+    Publish { share: Arc<str>, told: Told },
+    Release { share: Arc<str>, token: String },
+    /// A request found Redis failing: check it now.
+    Check,
+}
+
+/// This router's end of the pool: shared by the breakers (which tell it transitions and ask
+/// it for probe leases), the worker and `/status`.
+pub struct Link {
+    config: Config,
+    node: Arc<str>,
+    /// This process, so its own messages are known when they come back.
+    instance: String,
+    scripts: scripts::Scripts,
+    /// The command connection while Redis is up; `None` when down (no request waits).
+    conn: Mutex<Option<MultiplexedConnection>>,
+    jobs: mpsc::Sender<Job>,
+    /// A message could not be queued: the worker tells every verdict again.
+    overflowed: AtomicBool,
+    /// The newest generation known per share key.
+    known: Mutex<HashMap<Arc<str>, u64>>,
+    /// Our probe leases (token per share key) not yet released.
+    held: Mutex<HashMap<Arc<str>, String>>,
+    seen: Mutex<Seen>,
+    state: watch::Sender<State>,
+}
+
+/// What `/status.cluster` shows besides the state.
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    peers: Vec<String>,
+    last_sync: Option<SystemTime>,
+    since: Option<SystemTime>,
+    last_error: Option<String>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("node", &self.node)
+            .field("prefix", &self.config.prefix)
+            .field("state", &*self.state.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Link {
+    /// The link and the receiving end of its jobs, for [`run`].
+    pub fn new(config: Config) -> (Arc<Link>, Jobs) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let (state, _) = watch::channel(State::Connecting);
+        let link = Arc::new(Link {
+            node: Arc::from(config.node.as_str()),
+            instance: instance_id(),
+            scripts: scripts::Scripts::new(),
+            conn: Mutex::new(None),
+            jobs: tx,
+            overflowed: AtomicBool::new(false),
+            known: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Seen {
+                since: Some(SystemTime::now()),
+                ..Seen::default()
+            }),
+            state,
+            config,
+        });
+        (link, Jobs(rx))
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn state(&self) -> State {
+        *self.state.borrow()
+    }
+
+    /// Every change of [`State`] from now on (alerts).
+    pub fn watch_state(&self) -> watch::Receiver<State> {
+        self.state.subscribe()
+    }
+
+    /// A breaker of a machine shared under `share` made a transition: tells the
+    /// other routers if it is worth telling. Never waits.
+    pub fn transition(&self, t: &Transitioned, share: Arc<str>) {
+        if let Some(told) = Told::of_transition(t) {
+            self.send(Job::Publish { share, told });
+        }
+    }
+
+    fn send(&self, job: Job) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.jobs.try_send(job) {
+            if !self.overflowed.swap(true, Ordering::AcqRel) {
+                tracing::warn!(
+                    "cluster: more transitions than the worker could take; every verdict will be told again"
+                );
+            }
+        }
+    }
+
+    /// Asks for the pool's probe lease on `share` (SPEC §12), bounded by `timeout`.
+    pub async fn take_probe(self: &Arc<Self>, share: Arc<str>, watch: ProbeWatch) -> Taken {
+        let Some(mut conn) = self.connection() else {
+            return Taken::Unavailable;
+        };
+        let generation = self.known(&share);
+        let token = format!("{}:{generation}", self.node);
+        let lease_ms = heard::millis(self.config.probe_lease);
+        let took = tokio::time::timeout(
+            self.config.timeout,
+            self.scripts
+                .take
+                .key(self.key("probe", &share))
+                .arg(&token)
+                .arg(lease_ms)
+                .invoke_async::<i64>(&mut conn),
+        )
+        .await;
+        match took {
+            Ok(Ok(-1)) => {
+                metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "won").increment(1);
+                self.lock_held().insert(Arc::clone(&share), token.clone());
+                let renew = tokio::spawn(Arc::clone(self).renew(Arc::clone(&share), token.clone(), watch));
+                Taken::Won(Hold {
+                    link: Arc::clone(self),
+                    share,
+                    token,
+                    renew,
+                })
+            }
+            Ok(Ok(left)) => {
+                metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "lost").increment(1);
+                let left = u64::try_from(left).unwrap_or(0).min(lease_ms);
+                tracing::debug!(share = %share, left_ms = left, "cluster: another router probes");
+                Taken::Lost(Duration::from_millis(left))
+            }
+            Ok(Err(e)) => {
+                self.trouble(&e.to_string());
+                Taken::Unavailable
+            }
+            Err(_) => {
+                self.trouble("the probe lease took longer than cluster.timeout");
+                Taken::Unavailable
+            }
+        }
+    }
+
+    /// Renews the probe lease while the probe is undecided and the lease still ours.
+    async fn renew(self: Arc<Self>, share: Arc<str>, token: String, watch: ProbeWatch) {
+        let lease_ms = heard::millis(self.config.probe_lease);
+        let every = self.config.probe_lease / 3;
+        loop {
+            tokio::time::sleep(every).await;
+            if !watch.undecided() {
+                return;
+            }
+            let Some(mut conn) = self.connection() else {
+                continue;
+            };
+            let renewed = tokio::time::timeout(
+                self.config.timeout,
+                self.scripts
+                    .renew
+                    .key(self.key("probe", &share))
+                    .arg(&token)
+                    .arg(lease_ms)
+                    .invoke_async::<i64>(&mut conn),
+            )
+            .await;
+            match renewed {
+                Ok(Ok(0)) => return,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => self.trouble(&e.to_string()),
+                Err(_) => self.trouble("renewing the probe lease took longer than cluster.timeout"),
+            }
+        }
+    }
+
+    /// A request saw Redis fail: counted, and the worker checks the connection now.
+    fn trouble(&self, why: &str) {
+        metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
+        tracing::debug!(error = %crate::text::bounded(why), "cluster: a Redis operation failed");
+        self.send(Job::Check);
+    }
+
+    fn connection(&self) -> Option<MultiplexedConnection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, String>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn known(&self, share: &str) -> u64 {
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(share)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// `{prefix}:{kind}:{share}`.
+    fn key(&self, kind: &str, share: &str) -> String {
+        format!("{}:{kind}:{share}", self.config.prefix)
+    }
+
+    fn channel(&self) -> String {
+        format!("{}:verdicts", self.config.prefix)
+    }
+
+    /// `/status.cluster`.
+    pub fn view(&self) -> crate::status::ClusterView {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        crate::status::ClusterView {
+            last_error: seen.last_error,
+            last_sync: seen.last_sync.map(crate::clock::rfc3339),
+            node: self.node.to_string(),
+            peers_seen: seen
+                .peers
+                .into_iter()
+                .filter(|p| *p != *self.node)
+                .collect(),
+            prefix: self.config.prefix.clone(),
+            since: seen.since.map(crate::clock::rfc3339),
+            state: self.state().as_str().to_string(),
+        }
+    }
+}
+
+/// The worker's end of the jobs.
+#[derive(Debug)]
+pub struct Jobs(mpsc::Receiver<Job>);
+
+/// This router holds the pool's probe lease for `share`: renewed while the probe is
+/// undecided, released when dropped (after the lease's outcome was told).
+#[derive(Debug)]
+pub struct Hold {
+    link: Arc<Link>,
+    share: Arc<str>,
+    token: String,
+    renew: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.renew.abort();
+        // A verdict published since released it with the message; else release it now.
+        let mine = {
+            let mut held = self.link.lock_held();
+            match held.get(&self.share) {
+                Some(t) if *t == self.token => held.remove(&self.share).is_some(),
+                _ => false,
+            }
+        };
+        if mine {
+            self.link.send(Job::Release {
+                share: Arc::clone(&self.share),
+                token: std::mem::take(&mut self.token),
+            });
+        }
+    }
+}
+
+/// Tells this process apart from another with the same node name.
+fn instance_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{:016x}", h.finish())
+}

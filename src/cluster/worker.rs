@@ -1,0 +1,374 @@
+//! The worker: connects to Redis (and reconnects), subscribes, re-syncs, publishes this
+//! router's transitions in order, releases probe leases, and beats once a second so peers
+//! are seen and a silent Redis is noticed. Every operation is bounded by `cluster.timeout`;
+//! any failure is "Redis down" until the next connect succeeds.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures_util::StreamExt;
+use redis::aio::MultiplexedConnection;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::heard::{millis, Heard, Told};
+use super::{Endpoint, Job, Jobs, Link, State, VERDICT_TTL};
+use crate::service::Service;
+use crate::store::Msg;
+
+/// How often a router says it is alive, and checks that Redis is.
+const BEAT: Duration = Duration::from_secs(1);
+/// A peer not heard for this long is no longer listed.
+const PEER_WINDOW: Duration = Duration::from_secs(5);
+/// Every verdict is read again this often, whatever pub/sub delivered.
+const RESYNC: Duration = Duration::from_secs(15);
+/// Connecting (and subscribing) at most; a background matter, never a request's.
+const CONNECT_MAX: Duration = Duration::from_secs(2);
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Verdicts not yet published, the latest per share key: what this router decided while
+/// Redis was away goes out first when it returns.
+type Pending = BTreeMap<Arc<str>, Told>;
+
+/// Runs the link until the service stops (the task is aborted).
+pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Service>) {
+    let Jobs(mut rx) = jobs;
+    let mut pending = Pending::new();
+    let mut retry = RETRY_FIRST;
+    loop {
+        let why = match connect(&link, &endpoint).await {
+            Ok((conn, stream)) => {
+                retry = RETRY_FIRST;
+                set_conn(&link, Some(conn.clone()));
+                let mut w = Worker {
+                    link: &link,
+                    svc: &svc,
+                    endpoint: &endpoint,
+                    conn,
+                    pending: &mut pending,
+                };
+                w.session(stream, &mut rx).await
+            }
+            Err(why) => endpoint.hide(&why),
+        };
+        set_conn(&link, None);
+        went(&link, &svc, State::Down, &why);
+        // Until the next try, transitions wait in `pending`; nothing else can be done.
+        let until = Instant::now() + retry;
+        loop {
+            tokio::select! {
+                job = rx.recv() => match job {
+                    Some(Job::Publish { share, told }) => { pending.insert(share, told); }
+                    Some(_) => {}
+                    None => return,
+                },
+                () = tokio::time::sleep_until(until) => break,
+            }
+        }
+        retry = (retry * 2).min(RETRY_MAX);
+    }
+}
+
+fn set_conn(link: &Link, conn: Option<MultiplexedConnection>) {
+    *link.conn.lock().unwrap_or_else(|e| e.into_inner()) = conn;
+}
+
+/// A command connection and a subscription to the verdicts channel.
+async fn connect(
+    link: &Link,
+    endpoint: &Endpoint,
+) -> Result<(MultiplexedConnection, redis::aio::PubSubStream), String> {
+    let bound = link.config.timeout.max(Duration::from_millis(1));
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT_MAX))
+        .set_response_timeout(Some(bound));
+    let connecting = async {
+        let conn = endpoint
+            .client()
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut pubsub = endpoint
+            .client()
+            .get_async_pubsub()
+            .await
+            .map_err(|e| e.to_string())?;
+        pubsub
+            .subscribe(link.channel())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((conn, pubsub.into_on_message()))
+    };
+    tokio::time::timeout(CONNECT_MAX, connecting)
+        .await
+        .map_err(|_| format!("no answer from {} within {CONNECT_MAX:?}", endpoint.host()))?
+}
+
+/// The connection's state changed: said once in the log, the ledger, `/metrics`.
+fn went(link: &Link, svc: &Service, to: State, why: &str) {
+    let from = link.state();
+    {
+        let mut seen = link.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if to == State::Down {
+            seen.last_error = Some(why.to_string());
+        }
+        if from != to {
+            seen.since = Some(SystemTime::now());
+        }
+        if to == State::Down {
+            seen.peers.clear();
+        }
+    }
+    if from == to {
+        return;
+    }
+    link.state.send_replace(to);
+    metrics::gauge!("labrouter_cluster_up").set(if to == State::Up { 1.0 } else { 0.0 });
+    match to {
+        State::Down => tracing::warn!(node = %link.node, error = %why, "cluster: Redis is down; this router runs on its own breakers until it returns"),
+        _ => tracing::info!(node = %link.node, "cluster: Redis is up; verdicts re-synced"),
+    }
+    svc.bus().ledger(Msg::Cluster {
+        at: SystemTime::now(),
+        from: from.as_str().into(),
+        to: to.as_str().into(),
+        reason: why.to_string(),
+    });
+}
+
+struct Worker<'a> {
+    link: &'a Arc<Link>,
+    svc: &'a Arc<Service>,
+    endpoint: &'a Endpoint,
+    conn: MultiplexedConnection,
+    pending: &'a mut Pending,
+}
+
+impl Worker<'_> {
+    /// One connected session: sync, then serve until something fails; returns why.
+    async fn session(
+        &mut self,
+        mut stream: redis::aio::PubSubStream,
+        rx: &mut mpsc::Receiver<Job>,
+    ) -> String {
+        if let Err(why) = self.sync().await {
+            return why;
+        }
+        went(self.link, self.svc, State::Up, "connected and re-synced");
+        let mut beat = tokio::time::interval(BEAT);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut resync = tokio::time::interval_at(Instant::now() + RESYNC, RESYNC);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let done = tokio::select! {
+                msg = stream.next() => match msg {
+                    Some(m) => { self.heard(m.get_payload_bytes()); Ok(()) }
+                    None => Err("the subscription closed".to_string()),
+                },
+                job = rx.recv() => match job {
+                    Some(Job::Publish { share, told }) => {
+                        self.pending.insert(share, told);
+                        self.flush().await
+                    }
+                    Some(Job::Release { share, token }) => self.release(&share, &token).await,
+                    Some(Job::Check) => self.beat().await,
+                    None => Err("the router is stopping".to_string()),
+                },
+                _ = beat.tick() => self.beat().await,
+                _ = resync.tick() => self.read_all().await,
+            };
+            if let Err(why) = done {
+                return self.endpoint.hide(&why);
+            }
+            if self.link.overflowed.swap(false, Ordering::AcqRel) {
+                self.tell_all();
+                if let Err(why) = self.flush().await {
+                    return self.endpoint.hide(&why);
+                }
+            }
+        }
+    }
+
+    /// What this router decided while away goes out first; then every verdict is read.
+    async fn sync(&mut self) -> Result<(), String> {
+        self.flush().await?;
+        self.read_all().await?;
+        self.beat().await
+    }
+
+    /// Every breaker that is open, forced open or closed, told again (after a dropped job).
+    fn tell_all(&mut self) {
+        let fleet = self.svc.fleet();
+        for i in fleet.registry.machines.ids() {
+            let (Some(share), Some(told)) = (
+                fleet.machines.share(i),
+                Told::of_breaker(&fleet.machines.breaker(i)),
+            ) else {
+                continue;
+            };
+            self.pending.insert(share, told);
+        }
+    }
+
+    /// Publishes every pending verdict, oldest share key first; stops at the first failure
+    /// (the rest stay pending).
+    async fn flush(&mut self) -> Result<(), String> {
+        while let Some((share, told)) = self.pending.pop_first() {
+            if let Err(why) = self.publish(&share, &told).await {
+                self.pending.insert(share, told);
+                return Err(why);
+            }
+        }
+        Ok(())
+    }
+
+    async fn publish(&mut self, share: &Arc<str>, told: &Told) -> Result<(), String> {
+        let link = self.link;
+        // Our lease on this machine goes with the verdict it produced.
+        let token = link.lock_held().remove(share).unwrap_or_default();
+        let left = told.left_ms(Instant::now());
+        let mut call = link.scripts.publish.prepare_invoke();
+        call.key(link.key("gen", share))
+            .key(link.key("verdict", share))
+            .key(link.key("cooldown", share))
+            .key(link.key("probe", share))
+            .arg(link.channel())
+            .arg(told.state.as_str())
+            .arg(millis(told.cooldown))
+            .arg(left)
+            .arg(link.node.as_ref())
+            .arg(&link.instance)
+            .arg(&told.reason)
+            .arg(told.failures)
+            .arg(&token)
+            .arg(share.as_ref())
+            .arg(millis(VERDICT_TTL));
+        let generation = bounded(link, call.invoke_async::<u64>(&mut self.conn)).await?;
+        let mut known = link.known.lock().unwrap_or_else(|e| e.into_inner());
+        let k = known.entry(Arc::clone(share)).or_insert(0);
+        *k = (*k).max(generation);
+        tracing::debug!(share = %share, generation, state = %told.state, "cluster: verdict published");
+        Ok(())
+    }
+
+    async fn release(&mut self, share: &str, token: &str) -> Result<(), String> {
+        let link = self.link;
+        let mut call = link.scripts.release.prepare_invoke();
+        call.key(link.key("probe", share)).arg(token);
+        bounded(link, call.invoke_async::<i64>(&mut self.conn))
+            .await
+            .map(|_| ())
+    }
+
+    /// Says this router is alive and learns who else is.
+    async fn beat(&mut self) -> Result<(), String> {
+        let link = self.link;
+        let mut call = link.scripts.heartbeat.prepare_invoke();
+        call.key(format!("{}:nodes", link.config.prefix))
+            .arg(link.node.as_ref())
+            .arg(millis(PEER_WINDOW));
+        let mut peers = bounded(link, call.invoke_async::<Vec<String>>(&mut self.conn)).await?;
+        peers.retain(|p| p.len() <= 64);
+        peers.truncate(64);
+        let mut seen = link.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.peers = peers;
+        Ok(())
+    }
+
+    /// Reads every shared machine's verdict and adopts what is newer than what we know.
+    async fn read_all(&mut self) -> Result<(), String> {
+        let link = self.link;
+        let shares = self.svc.fleet().machines.shares();
+        if !shares.is_empty() {
+            let mut call = link.scripts.read.prepare_invoke();
+            for share in &shares {
+                call.key(link.key("verdict", share))
+                    .key(link.key("cooldown", share))
+                    .arg(share.as_ref());
+            }
+            let texts = bounded(link, call.invoke_async::<Vec<String>>(&mut self.conn)).await?;
+            for (share, text) in shares.iter().zip(texts) {
+                if text.is_empty() {
+                    // Redis has nothing (it restarted empty): its generations start over.
+                    link.known
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(Arc::clone(share), 0);
+                    continue;
+                }
+                match Heard::parse(text.as_bytes()) {
+                    Ok(h) if h.share == **share => self.adopt(h, true),
+                    Ok(_) => {}
+                    Err(why) => tracing::warn!(share = %share, error = %why, "cluster: a verdict in Redis is unreadable; ignored"),
+                }
+            }
+        }
+        link.seen.lock().unwrap_or_else(|e| e.into_inner()).last_sync = Some(SystemTime::now());
+        Ok(())
+    }
+
+    /// A message on the verdicts channel.
+    fn heard(&self, bytes: &[u8]) {
+        match Heard::parse(bytes) {
+            Ok(h) if h.instance == self.link.instance => {}
+            Ok(h) => self.adopt(h, false),
+            Err(why) => {
+                tracing::warn!(error = %why, "cluster: an unreadable message on the verdicts channel; ignored");
+            }
+        }
+    }
+
+    /// Adopts `h` if it is newer than anything known for its machine. A sync read also
+    /// lowers what we know to what Redis holds (it may have restarted empty).
+    fn adopt(&self, h: Heard, synced: bool) {
+        let link = self.link;
+        let share: Arc<str> = Arc::from(h.share.as_str());
+        {
+            let mut known = link.known.lock().unwrap_or_else(|e| e.into_inner());
+            let k = known.entry(Arc::clone(&share)).or_insert(0);
+            if h.generation <= *k {
+                if synced {
+                    *k = h.generation;
+                } else {
+                    tracing::debug!(share = %share, generation = h.generation, known = *k, "cluster: an older verdict; ignored");
+                }
+                return;
+            }
+            *k = h.generation;
+        }
+        // Our own verdict, read back on a sync: nothing to adopt.
+        if synced && *h.adopted.node == *link.node {
+            return;
+        }
+        let fleet = self.svc.fleet();
+        for machine in fleet.machines.adopt(&share, &h.adopted) {
+            metrics::counter!("labrouter_cluster_adoptions_total", "machine" => machine.clone())
+                .increment(1);
+            tracing::info!(machine = %machine, state = %h.adopted.state, by = %h.adopted.node, left_ms = millis(h.adopted.left), "cluster: adopted a peer's verdict");
+        }
+    }
+}
+
+/// One Redis operation, at most `cluster.timeout`.
+async fn bounded<T>(
+    link: &Link,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(link.config.timeout, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
+            Err(e.to_string())
+        }
+        Err(_) => {
+            metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
+            Err(format!(
+                "no answer within cluster.timeout ({} ms)",
+                millis(link.config.timeout)
+            ))
+        }
+    }
+}
