@@ -1,0 +1,169 @@
+//! Redis killed mid-run: routing neither slows nor fails, each router runs on its own
+//! breakers and says `down`; when Redis comes back (empty, on the same port) the routers
+//! re-sync and a verdict decided meanwhile reaches the others.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use labrouter::sim::Fault;
+
+use super::lab::{verdict_is, Lab, A, ADOPT_WITHIN, B, LONG, POLL, RECONNECT_WITHIN};
+use super::router::{self, sample, Reply};
+
+const ALL: [&str; 3] = ["r1", "r2", "r3"];
+
+/// Requests sent back to back to each router until stopped, every reply kept.
+struct Load {
+    stop: Arc<AtomicBool>,
+    replies: Vec<(String, Arc<Mutex<Vec<Reply>>>)>,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+impl Load {
+    fn start(lab: &Lab, nodes: &[&str]) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut load = Load {
+            stop: Arc::clone(&stop),
+            replies: Vec::new(),
+            tasks: tokio::task::JoinSet::new(),
+        };
+        for node in nodes {
+            let kept = Arc::new(Mutex::new(Vec::new()));
+            load.replies.push((node.to_string(), Arc::clone(&kept)));
+            let (client, base) = (lab.client.clone(), lab.router(node).base.clone());
+            let stop = Arc::clone(&stop);
+            load.tasks.spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let reply = router::ask(&client, &base, "shared").await;
+                    kept.lock().unwrap().push(reply);
+                    tokio::time::sleep(POLL).await;
+                }
+            });
+        }
+        load
+    }
+
+    /// Replies so far, per router.
+    fn counts(&self) -> Vec<usize> {
+        self.replies
+            .iter()
+            .map(|(_, r)| r.lock().unwrap().len())
+            .collect()
+    }
+
+    /// Stops it; every reply, with the router it came from.
+    async fn finish(mut self) -> Vec<(String, Reply)> {
+        self.stop.store(true, Ordering::Relaxed);
+        while let Some(done) = self.tasks.join_next().await {
+            done.unwrap();
+        }
+        self.replies
+            .iter()
+            .flat_map(|(node, r)| {
+                let replies = r.lock().unwrap().clone();
+                replies.into_iter().map(move |reply| (node.clone(), reply))
+            })
+            .collect()
+    }
+}
+
+/// Waits until each router answered `more` further requests of the load.
+async fn load_goes_on(lab: &Lab, load: &Load, more: usize) {
+    let from = load.counts();
+    lab.until(
+        "each router answered more requests",
+        RECONNECT_WITHIN,
+        async || load.counts().iter().zip(&from).all(|(n, f)| *n >= f + more),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_slows_and_fails_nothing_and_a_verdict_decided_meanwhile_converges() {
+    // A 10 s cooldown: r1's verdict is still open when Redis is back.
+    let mut lab = Lab::start("redis-down", 3, LONG).await;
+    lab.until_cluster(&ALL, "up", RECONNECT_WITHIN).await;
+
+    let load = Load::start(&lab, &ALL);
+    load_goes_on(&lab, &load, 3).await;
+    lab.redis.kill9();
+    lab.until_cluster(&ALL, "down", RECONNECT_WITHIN).await;
+    for node in ALL {
+        let text = lab.metrics(node).await;
+        assert_eq!(sample(&text, "labrouter_cluster_up", &[]), 0.0, "{node}");
+        assert!(
+            sample(&text, "labrouter_cluster_redis_errors_total", &[]) > 0.0,
+            "{node} counted its failed Redis operations"
+        );
+    }
+    load_goes_on(&lab, &load, 5).await;
+    let replies = load.finish().await;
+    let slowest = replies.iter().map(|(_, r)| r.took).max().unwrap();
+    for (node, reply) in &replies {
+        assert!(
+            reply.status == 200 && reply.target == A,
+            "{node} served from a-box, Redis or not: {reply:?}"
+        );
+        assert!(
+            reply.took < Duration::from_secs(1),
+            "{node} took {:?}: {reply:?}",
+            reply.took
+        );
+    }
+    eprintln!(
+        "{} requests across the Redis kill, slowest {slowest:?}",
+        replies.len()
+    );
+    // A Redis outage opens no breaker.
+    for node in ALL {
+        for machine in ["a-box", "b-box", "c-box"] {
+            let view = lab.machine(node, machine).await;
+            assert_eq!(view["state"], "closed", "{node} {machine}: {view}");
+        }
+    }
+
+    // Without Redis, r1 opens a-box on its own; the others cannot know.
+    lab.a.set(Fault::Status {
+        code: 500,
+        retry_after: None,
+    });
+    lab.trip_a("r1").await;
+    let r1_view = lab.machine("r1", "a-box").await;
+    assert!(verdict_is(&r1_view, "open", "r1"), "{r1_view}");
+    for node in ["r2", "r3"] {
+        let view = lab.machine(node, "a-box").await;
+        assert_eq!(view["state"], "closed", "{node} has no way to know: {view}");
+    }
+
+    // Redis is back on the same port, empty: the routers re-sync and r1's verdict spreads.
+    lab.redis.restart().await;
+    lab.until_cluster(&ALL, "up", RECONNECT_WITHIN).await;
+    for node in ALL {
+        let text = lab.metrics(node).await;
+        assert_eq!(sample(&text, "labrouter_cluster_up", &[]), 1.0, "{node}");
+    }
+    lab.until_machine(
+        &["r2", "r3"],
+        "a-box",
+        "open, decided by r1, after the re-sync",
+        2 * ADOPT_WITHIN,
+        |m| verdict_is(m, "open", "r1"),
+    )
+    .await;
+    let a0 = lab.a.work_hits();
+    for node in ["r2", "r3"] {
+        for _ in 0..5 {
+            let reply = lab.ask(node, "shared").await;
+            assert!(
+                reply.served_by(B) && reply.skipped_for(A, "circuit_open"),
+                "{node}: {reply:?}"
+            );
+        }
+    }
+    assert_eq!(
+        lab.a.work_hits() - a0,
+        0,
+        "a-box received nothing from r2, r3"
+    );
+}
