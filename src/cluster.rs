@@ -73,8 +73,14 @@ impl State {
 /// probe lease that produced it is released.
 #[derive(Debug)]
 enum Job {
-    Publish { share: Arc<str>, told: Told },
-    Release { share: Arc<str>, token: String },
+    Publish {
+        share: Arc<str>,
+        told: Told,
+    },
+    Release {
+        share: Arc<str>,
+        token: String,
+    },
     /// A request found Redis failing: check it now.
     Check,
 }
@@ -200,7 +206,8 @@ impl Link {
             Ok(Ok(-1)) => {
                 metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "won").increment(1);
                 self.lock_held().insert(Arc::clone(&share), token.clone());
-                let renew = tokio::spawn(Arc::clone(self).renew(Arc::clone(&share), token.clone(), watch));
+                let renew =
+                    tokio::spawn(Arc::clone(self).renew(Arc::clone(&share), token.clone(), watch));
                 Taken::Won(Hold {
                     link: Arc::clone(self),
                     share,

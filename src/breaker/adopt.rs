@@ -28,7 +28,12 @@ impl Breaker {
     /// router's key) keeps its pause; one forced open here by hand is reopened only by hand
     /// (a peer's `closed` does not close it, a peer's manual close does). An open breaker
     /// that adopts another open interval moves its end without a new transition.
-    pub fn adopt(mut self, a: &Adopted, now: Instant, policy: &Policy) -> (Breaker, Option<Transition>) {
+    pub fn adopt(
+        mut self,
+        a: &Adopted,
+        now: Instant,
+        policy: &Policy,
+    ) -> (Breaker, Option<Transition>) {
         let mut transition = None;
         let cooldown = a.cooldown.clamp(policy.cooldown, policy.max_cooldown);
         let by_hand = a.reason.starts_with("manual ");
@@ -45,14 +50,19 @@ impl Breaker {
                     self.open_until = Some(until);
                 } else {
                     self.failures = a.failures;
-                    let reason = format!("opened by {}: {}", a.node, crate::text::bounded(&a.reason));
+                    let reason =
+                        format!("opened by {}: {}", a.node, crate::text::bounded(&a.reason));
                     self.enter(Phase::Open, reason, false, Some(until), &mut transition);
                     self.open_until = Some(until);
                 }
             }
             (Phase::ForcedOpen, Phase::ForcedOpen) => return (self, None),
             (Phase::ForcedOpen, _) => {
-                let reason = format!("forced open on {}: {}", a.node, crate::text::bounded(&a.reason));
+                let reason = format!(
+                    "forced open on {}: {}",
+                    a.node,
+                    crate::text::bounded(&a.reason)
+                );
                 self.last_reason = Some(reason.clone());
                 self.enter(Phase::ForcedOpen, reason, false, None, &mut transition);
             }

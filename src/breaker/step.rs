@@ -242,7 +242,12 @@ impl Breaker {
         self.open_until = Some(until);
     }
 
-    pub(super) fn close(&mut self, reason: String, remote: bool, transition: &mut Option<Transition>) {
+    pub(super) fn close(
+        &mut self,
+        reason: String,
+        remote: bool,
+        transition: &mut Option<Transition>,
+    ) {
         self.enter(Phase::Closed, reason, remote, None, transition);
         self.open_until = None;
         self.last_retry_after = None;

@@ -22,7 +22,10 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Check { file } => match Registry::load(&file) {
             // The Redis URL lives in the environment; serve would refuse it too.
             Ok(reg) if reg.cluster.is_some() => {
-                let var = reg.cluster.as_ref().map_or("", |c| c.redis_url_env.as_str());
+                let var = reg
+                    .cluster
+                    .as_ref()
+                    .map_or("", |c| c.redis_url_env.as_str());
                 match crate::cluster::Endpoint::from_env(var) {
                     Ok(_) => check_ok(&file, &reg),
                     Err(e) => {

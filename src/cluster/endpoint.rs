@@ -132,7 +132,10 @@ mod tests {
         assert!(Endpoint::parse("rediss://ops:hunter2@redis.lan:6379/0", "R").is_ok());
         let e = Endpoint::parse("http://127.0.0.1:6379", "R").unwrap_err();
         assert!(e.contains("scheme 'http'"), "{e}");
-        let e = format!("{:?}", Endpoint::parse("rediss://:hunter2@redis.lan/0", "R").unwrap());
+        let e = format!(
+            "{:?}",
+            Endpoint::parse("rediss://:hunter2@redis.lan/0", "R").unwrap()
+        );
         assert!(!e.contains("hunter2"), "{e}");
     }
 }

@@ -54,14 +54,13 @@ impl Told {
     /// What a breaker shows now, told again (after a message was dropped). `None` for the
     /// phases no router tells.
     pub fn of_breaker(b: &Breaker) -> Option<Told> {
-        matches!(b.phase, Phase::Open | Phase::ForcedOpen | Phase::Closed)
-            .then(|| Told {
-                state: b.phase,
-                cooldown: b.cooldown,
-                until: b.open_until,
-                reason: b.last_reason.clone().unwrap_or_default(),
-                failures: b.failures,
-            })
+        matches!(b.phase, Phase::Open | Phase::ForcedOpen | Phase::Closed).then(|| Told {
+            state: b.phase,
+            cooldown: b.cooldown,
+            until: b.open_until,
+            reason: b.last_reason.clone().unwrap_or_default(),
+            failures: b.failures,
+        })
     }
 
     /// Milliseconds left of the open interval at `now` (0 for every other phase).
@@ -94,12 +93,11 @@ impl Heard {
         let share = text("m")
             .filter(|s| (1..=2048).contains(&s.len()))
             .ok_or("no machine key (m) of 1 to 2048 bytes")?;
-        let generation = v
-            .get("g")
-            .and_then(Value::as_f64)
-            .filter(|g| g.is_finite() && *g >= 1.0 && *g < 9.0e15)
-            .ok_or("no generation (g) that is a whole number of 1 or more")?
-            as u64;
+        let generation =
+            v.get("g")
+                .and_then(Value::as_f64)
+                .filter(|g| g.is_finite() && *g >= 1.0 && *g < 9.0e15)
+                .ok_or("no generation (g) that is a whole number of 1 or more")? as u64;
         let state = match text("s") {
             Some("open") => Phase::Open,
             Some("forced_open") => Phase::ForcedOpen,
@@ -107,7 +105,10 @@ impl Heard {
             other => {
                 return Err(format!(
                     "state (s) is {}, not open, forced_open or closed",
-                    other.map_or("missing".into(), |s| format!("'{}'", crate::text::bounded(s)))
+                    other.map_or("missing".into(), |s| format!(
+                        "'{}'",
+                        crate::text::bounded(s)
+                    ))
                 ))
             }
         };
@@ -115,8 +116,8 @@ impl Heard {
             let ms = v
                 .get(k)
                 .and_then(Value::as_f64)
-                .filter(|x| x.is_finite())
-                .ok_or(format!("no number of milliseconds ({k})"))?;
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or(format!("no number of milliseconds of 0 or more ({k})"))?;
             Ok(Duration::from_millis(ms.clamp(0.0, SPAN_MAX_MS) as u64))
         };
         let node = text("n")
@@ -136,11 +137,14 @@ impl Heard {
                 left: span("l")?,
                 node: Arc::from(node),
                 reason: text("r").map(crate::text::bounded).unwrap_or_default(),
-                failures: v
-                    .get("f")
-                    .and_then(Value::as_f64)
-                    .filter(|f| f.is_finite())
-                    .map_or(0, |f| f.clamp(0.0, f64::from(u32::MAX)) as u32),
+                failures: match v.get("f") {
+                    None | Some(Value::Null) => 0,
+                    Some(f) => f
+                        .as_f64()
+                        .filter(|f| f.is_finite() && *f >= 0.0)
+                        .ok_or("failures (f) is no count of 0 or more")?
+                        .min(f64::from(u32::MAX)) as u32,
+                },
             },
         })
     }

@@ -52,7 +52,10 @@ pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Servi
                 };
                 w.session(stream, &mut rx).await
             }
-            Err(why) => endpoint.hide(&why),
+            Err(why) => {
+                metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
+                endpoint.hide(&why)
+            }
         };
         set_conn(&link, None);
         went(&link, &svc, State::Down, &why);
@@ -128,7 +131,9 @@ fn went(link: &Link, svc: &Service, to: State, why: &str) {
     link.state.send_replace(to);
     metrics::gauge!("labrouter_cluster_up").set(if to == State::Up { 1.0 } else { 0.0 });
     match to {
-        State::Down => tracing::warn!(node = %link.node, error = %why, "cluster: Redis is down; this router runs on its own breakers until it returns"),
+        State::Down => {
+            tracing::warn!(node = %link.node, error = %why, "cluster: Redis is down; this router runs on its own breakers until it returns")
+        }
         _ => tracing::info!(node = %link.node, "cluster: Redis is up; verdicts re-synced"),
     }
     svc.bus().ledger(Msg::Cluster {
@@ -166,7 +171,10 @@ impl Worker<'_> {
             let done = tokio::select! {
                 msg = stream.next() => match msg {
                     Some(m) => { self.heard(m.get_payload_bytes()); Ok(()) }
-                    None => Err("the subscription closed".to_string()),
+                    None => {
+                        metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
+                        Err("the subscription closed".to_string())
+                    }
                 },
                 job = rx.recv() => match job {
                     Some(Job::Publish { share, told }) => {
@@ -302,11 +310,16 @@ impl Worker<'_> {
                 match Heard::parse(text.as_bytes()) {
                     Ok(h) if h.share == **share => self.adopt(h, true),
                     Ok(_) => {}
-                    Err(why) => tracing::warn!(share = %share, error = %why, "cluster: a verdict in Redis is unreadable; ignored"),
+                    Err(why) => {
+                        tracing::warn!(share = %share, error = %why, "cluster: a verdict in Redis is unreadable; ignored")
+                    }
                 }
             }
         }
-        link.seen.lock().unwrap_or_else(|e| e.into_inner()).last_sync = Some(SystemTime::now());
+        link.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_sync = Some(SystemTime::now());
         Ok(())
     }
 

@@ -76,7 +76,11 @@ impl Lease {
     pub(super) fn peer_probe(mut self, left: std::time::Duration) -> super::Rejected {
         self.done = true;
         let until = crate::clock::after(tokio::time::Instant::now(), left);
-        step_tracker(&self.tracker, &self.bus, Event::PeerProbe(self.ticket, until));
+        step_tracker(
+            &self.tracker,
+            &self.bus,
+            Event::PeerProbe(self.ticket, until),
+        );
         // Not sent after all: a local rejection, not a remote attempt.
         self.tracker.remote_attempts.fetch_sub(1, Ordering::Relaxed);
         self.tracker

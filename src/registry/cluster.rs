@@ -50,7 +50,11 @@ pub(super) fn validate_cluster(raw: &RawCluster) -> Result<Cluster, Invalid> {
         "cluster.probe_lease",
         PROBE_LEASE_MAX,
     )?;
-    if let Some(s) = raw.probe_lease.as_ref().filter(|_| probe_lease < timeout * 4) {
+    if let Some(s) = raw
+        .probe_lease
+        .as_ref()
+        .filter(|_| probe_lease < timeout * 4)
+    {
         return err(
             s.referenced,
             "cluster.probe_lease: expected at least four times cluster.timeout, so its holder can renew it in time",

@@ -216,7 +216,14 @@ fn the_tasks_block_is_added_last_with_sorted_keys_and_round_trips() {
     let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["cluster", "host", "machines", "registry_version", "routes", "tasks"]
+        [
+            "cluster",
+            "host",
+            "machines",
+            "registry_version",
+            "routes",
+            "tasks"
+        ]
     );
     let text = serde_json::to_string(&json["tasks"]).unwrap();
     assert_eq!(

@@ -35,13 +35,22 @@ fn an_adopted_open_skips_without_a_failure_and_ends_when_redis_said() {
     let now = Instant::now();
     let (b, t) = Breaker::new(&p).adopt(&peer(Phase::Open, 120, 90_000), now, &p);
     let t = t.expect("closed -> open is a transition");
-    assert_eq!((t.from, t.to, t.remote_attempted), (Phase::Closed, Phase::Open, false));
+    assert_eq!(
+        (t.from, t.to, t.remote_attempted),
+        (Phase::Closed, Phase::Open, false)
+    );
     assert!(t.reason.starts_with("opened by mac-mini: "), "{}", t.reason);
     assert_eq!(b.decided_by.as_deref(), Some("mac-mini"));
-    assert_eq!(b.cooldown, secs(120), "the peer's cooldown, within this policy");
+    assert_eq!(
+        b.cooldown,
+        secs(120),
+        "the peer's cooldown, within this policy"
+    );
     // 90 s left, whatever the peer's clock said: rejected before, probed after.
     let (b, d) = request(b, now + secs(89), &p);
-    assert!(matches!(d, Decision::Reject { skip: Skip::CircuitOpen, retry_after: Some(r) } if r == secs(1)));
+    assert!(
+        matches!(d, Decision::Reject { skip: Skip::CircuitOpen, retry_after: Some(r) } if r == secs(1))
+    );
     let (b, d) = request(b, now + secs(90), &p);
     assert!(matches!(d, Decision::Admit(t) if t.probe));
     assert_eq!(b.phase, Phase::HalfOpen);
@@ -58,7 +67,11 @@ fn values_out_of_this_policy_are_clamped() {
     let now = Instant::now();
     let (b, _) = Breaker::new(&p).adopt(&peer(Phase::Open, 86_400 * 30, u64::MAX / 4), now, &p);
     assert_eq!(b.cooldown, secs(60));
-    assert_eq!(b.open_until, Some(now + secs(60)), "never longer than max_cooldown");
+    assert_eq!(
+        b.open_until,
+        Some(now + secs(60)),
+        "never longer than max_cooldown"
+    );
     let (b, _) = Breaker::new(&p).adopt(&peer(Phase::Open, 0, 0), now, &p);
     assert_eq!(b.cooldown, secs(10));
     assert_eq!(b.open_until, Some(now), "nothing left: due for a probe");
@@ -83,9 +96,14 @@ fn a_peer_close_ends_the_outage_and_cancels_our_probe() {
     let now = Instant::now();
     let (b, _) = Breaker::new(&p).adopt(&peer(Phase::Open, 60, 0), now, &p);
     let (b, d) = request(b, now, &p);
-    let Decision::Admit(ticket) = d else { panic!("{d:?}") };
+    let Decision::Admit(ticket) = d else {
+        panic!("{d:?}")
+    };
     let (b, t) = b.adopt(&peer(Phase::Closed, 60, 0), now + secs(1), &p);
-    assert_eq!(t.map(|t| (t.from, t.to)), Some((Phase::HalfOpen, Phase::Closed)));
+    assert_eq!(
+        t.map(|t| (t.from, t.to)),
+        Some((Phase::HalfOpen, Phase::Closed))
+    );
     // Our own probe's outcome came from an older cycle: it decides nothing.
     let failure = Failure::of_kind(FailureKind::Refused);
     let (b, out) = b.step(Event::Failure(ticket, failure), now + secs(2), &p);
@@ -97,10 +115,17 @@ fn a_peer_close_ends_the_outage_and_cancels_our_probe() {
 fn auth_pauses_and_hand_forced_opens_are_this_routers_own() {
     let p = Policy::default();
     let now = Instant::now();
-    let (paused, _) = Breaker::new(&p).step(Event::AuthFailed(
-        super::super::Ticket { generation: 0, probe: false },
-        "401".into(),
-    ), now, &p);
+    let (paused, _) = Breaker::new(&p).step(
+        Event::AuthFailed(
+            super::super::Ticket {
+                generation: 0,
+                probe: false,
+            },
+            "401".into(),
+        ),
+        now,
+        &p,
+    );
     for state in [Phase::Open, Phase::ForcedOpen, Phase::Closed] {
         let (b, t) = paused.clone().adopt(&peer(state, 60, 1000), now, &p);
         assert!(t.is_none());
@@ -110,13 +135,19 @@ fn auth_pauses_and_hand_forced_opens_are_this_routers_own() {
     let (b, t) = forced.clone().adopt(&peer(Phase::Open, 60, 1000), now, &p);
     assert!(t.is_none() && b.phase == Phase::ForcedOpen);
     let (b, t) = forced.clone().adopt(&peer(Phase::Closed, 60, 0), now, &p);
-    assert!(t.is_none() && b.phase == Phase::ForcedOpen, "a probe elsewhere does not undo a hand");
+    assert!(
+        t.is_none() && b.phase == Phase::ForcedOpen,
+        "a probe elsewhere does not undo a hand"
+    );
     let by_hand = Adopted {
         reason: "manual close by alice".into(),
         ..peer(Phase::Closed, 60, 0)
     };
     let (b, t) = forced.adopt(&by_hand, now, &p);
-    assert!(t.is_some() && b.phase == Phase::Closed, "a hand elsewhere does");
+    assert!(
+        t.is_some() && b.phase == Phase::Closed,
+        "a hand elsewhere does"
+    );
     let (b, t) = Breaker::new(&p).adopt(&peer(Phase::ForcedOpen, 60, 0), now, &p);
     assert_eq!(t.map(|t| t.to), Some(Phase::ForcedOpen));
     assert_eq!(b.phase, Phase::ForcedOpen);
@@ -128,11 +159,15 @@ fn a_probe_held_by_a_peer_answers_probe_in_flight_until_its_lease_would_expire()
     let now = Instant::now();
     let (b, _) = Breaker::new(&p).adopt(&peer(Phase::Open, 60, 0), now, &p);
     let (b, d) = request(b, now, &p);
-    let Decision::Admit(ticket) = d else { panic!("{d:?}") };
+    let Decision::Admit(ticket) = d else {
+        panic!("{d:?}")
+    };
     let (b, _) = b.step(Event::PeerProbe(ticket, now + secs(15)), now, &p);
     assert!(!b.probe_in_flight, "our lease went back");
     let (b, d) = request(b, now + secs(14), &p);
-    assert!(matches!(d, Decision::Reject { skip: Skip::ProbeInFlight, retry_after: Some(r) } if r == secs(1)));
+    assert!(
+        matches!(d, Decision::Reject { skip: Skip::ProbeInFlight, retry_after: Some(r) } if r == secs(1))
+    );
     // The peer died mid-probe: its lease expired, and this router may probe.
     let (b, d) = request(b, now + secs(15), &p);
     assert!(matches!(d, Decision::Admit(t) if t.probe));
@@ -145,7 +180,9 @@ fn a_peer_probe_from_an_older_cycle_changes_nothing() {
     let now = Instant::now();
     let (b, _) = Breaker::new(&p).adopt(&peer(Phase::Open, 60, 0), now, &p);
     let (b, d) = request(b, now, &p);
-    let Decision::Admit(ticket) = d else { panic!("{d:?}") };
+    let Decision::Admit(ticket) = d else {
+        panic!("{d:?}")
+    };
     let (b, _) = b.adopt(&peer(Phase::Closed, 60, 0), now, &p);
     let (b, _) = b.step(Event::PeerProbe(ticket, now + secs(15)), now, &p);
     assert_eq!(b.peer_probe_until, None);
