@@ -3,7 +3,9 @@
 # fast-fail, streaming, a hung machine, the routing decision and memory, all in one run,
 # printed as one markdown table with the targets and whether each is met; then what tasks
 # cost (SPEC §10): durable submits per second, the scheduler's added latency, memory and
-# disk per queued task, and the time to resume a queue, in a second table.
+# disk per queued task, and the time to resume a queue, in a second table; last, issue 13's
+# goals (a lean hot path) from the same run: before, now, goal and verdict per measure,
+# with the router's and nginx's CPU per proxied request measured for it.
 #
 #   scripts/bench.sh                 # about 3 minutes after the build
 #   BENCH_SECS=5 scripts/bench.sh    # shorter runs
@@ -25,11 +27,14 @@
 #   BENCH_ONLY=tasks     run only the task benchmarks
 #   BENCH_NO_BUILD=1     use the binaries in target/release as they are ($CARGO_TARGET_DIR/release
 #                        when that is set)
+#   BENCH_NO_PERF=1      CPU per request from /proc/PID/stat (utime + stime) even when perf
+#                        is there (it is otherwise perf stat's task-clock; scripts/cpu.sh)
 #   BENCH_OUT            also write the table(s) to this file
 #
 # Needs wrk and nginx (Debian packages; installed with apt-get when missing and run as root),
-# except with BENCH_ONLY=tasks. The task figures write SQLite files under /tmp: on tmpfs
-# synchronous=FULL costs nothing, so mount a real disk there to measure durability.
+# except with BENCH_ONLY=tasks; uses perf (Debian: linux-perf) when it is there. The task
+# figures write SQLite files under /tmp: on tmpfs synchronous=FULL costs nothing, so mount a
+# real disk there to measure durability.
 # All traffic goes to 127.0.0.1; every load run is bounded in time and count; everything the
 # script starts is stopped when it exits.
 set -euo pipefail
@@ -136,6 +141,7 @@ kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
 f() { awk -v v="$1" -v d="${2:-0}" 'BEGIN { printf "%.*f", d, v }'; }
 ms() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1000 }'; }           # µs -> ms
 mb() { awk -v v="$1" 'BEGIN { printf "%.1f", v / 1024 }'; }           # kB -> MB
+mb2() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1024 }'; }          # kB -> MB, 2 decimals
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 ok() { awk "BEGIN { exit !($1) }" && echo "**met**" || echo "**missed**"; }
 thousands() { printf '%.0f' "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
@@ -281,6 +287,7 @@ sed -e "s#@DIR@#$TMP/nginx#g; s#@FAST@#$P_FAST#g; s#@NGINX@#$P_NGINX#g" \
   "$ROOT/benches/bench/nginx.conf.in" >"$TMP/nginx/nginx.conf"
 start nginx "$P_NGINX" "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
   -e "$TMP/nginx/nginx-error.log"
+NGINX_PID=$LAST_PID
 
 DIRECT=http://127.0.0.1:$P_FAST$CHAT
 ROUTER=http://127.0.0.1:$P_ROUTER$CHAT
@@ -333,6 +340,18 @@ for w in "${W[@]}"; do
     log "warning: errors during load: $w"
   fi
 done
+
+# ---------------------------------------------------------------- 1c: CPU per request
+# Issue 13: one more fixed-length run each on labrouter and nginx (same body and connections
+# as above), counting the proxy's CPU time meanwhile (perf stat, else /proc; scripts/cpu.sh).
+# nginx's figure is its master's and workers'.
+# shellcheck source=scripts/cpu.sh
+. "$ROOT/scripts/cpu.sh"
+NGINX_PIDS=$NGINX_PID,$(cpu_children "$NGINX_PID")
+NGINX_PIDS=${NGINX_PIDS%,}
+log "1c. CPU per proxied request: one more ${ROUND_SECS}s run each on labrouter and nginx (pids $NGINX_PIDS)"
+C_ROUTER=$(cpu_per_request "$ROUTER_PID" wrk_once "$ROUTER" "$ROUND_SECS") || die "CPU per request: labrouter run failed"
+C_NGINX=$(cpu_per_request "$NGINX_PIDS" wrk_once "$NGINXU" "$ROUND_SECS") || die "CPU per request: nginx run failed"
 
 # ---------------------------------------------------------------- fixed rate
 LOAD=$BIN/examples/bench_load
@@ -395,6 +414,8 @@ D_SOME=$(bench_median decide_10kb_some_hits)
 D_NONE=$(bench_median decide_10kb_no_hit)
 D_DENSE=$(bench_median decide_10kb_dense_hits)
 D_NAME=$(bench_median decide_by_route_name)
+D_NON_ASCII=$(bench_median decide_10kb_non_ascii)
+D_NON_ASCII_FOLDED=$(bench_median decide_10kb_non_ascii_folded)
 D_BUILD=$(bench_median build_router)
 
 # ---------------------------------------------------------------- 7: memory
@@ -461,6 +482,36 @@ TABLE=$(cat <<EOF
 EOF
 )
 
+# ---------------------------------------------------------------- issue 13
+# Its goals from this run: "before" is what the issue measured when it was filed.
+cpu_r=$(kv "$C_ROUTER" cpu_us_per_request) cpu_n=$(kv "$C_NGINX" cpu_us_per_request)
+cpu_src=$(kv "$C_ROUTER" source)
+ff_x=$(ratio "$ffr" "$rd")
+# Adversarial: the worst of the made-up-word cases (what the issue measured) and of the
+# non-ASCII prose (benches added since; skipped when cargo bench did not print them).
+D_ADV=0 D_ADV_CASE=none
+for c in "some hits:$D_SOME" "no hit:$D_NONE" "dense:$D_DENSE" "non-ASCII:$D_NON_ASCII" \
+  "non-ASCII folded:$D_NON_ASCII_FOLDED"; do
+  v=${c##*:}
+  if [ -n "$v" ] && awk "BEGIN { exit !($v > $D_ADV) }"; then D_ADV=$v D_ADV_CASE=${c%:*}; fi
+done
+D_WORDS=$(printf '%s\n' "$D_SOME" "$D_NONE" "$D_DENSE" | sort -g | tail -1)
+ttft_added=$(awk -v a="$tr" -v b="$td" 'BEGIN { printf "%+.2f", (a - b) / 1000 }')
+if [ "$batch" = 1 ] && [ $((gr - gd)) -le 500 ]; then buffering=none; else buffering="up to $batch chunks per read"; fi
+RSS_IDLE_MAX=$(awk 'BEGIN { print 13.5 * 1.25 * 1024 }') RSS_OPEN_MAX=$(awk 'BEGIN { print 66.5 * 1.1 * 1024 }')
+ISSUE13_TABLE=$(cat <<EOF
+| measure | before (issue 13) | now | goal | verdict |
+|---|---|---|---|---|
+| throughput, $CONNS connections | 0.26× direct, 0.42× nginx | $x_direct× direct, $x_nginx× nginx | ≥ 1.0× nginx and ≥ 0.6× direct | $(ok "$x_nginx >= 1.0 && $x_direct >= 0.6") |
+| added latency p99 at $(thousands "$RPS") req/s (labrouter − direct) | 1.46 ms | $(ms "$added99") ms | ≤ 0.3 ms | $(ok "$added99 <= 300") |
+| fast-fail, every machine open | 0.73× direct | ${ff_x}× direct ($(thousands "$ffr") req/s) | ≥ 0.9× direct | $(ok "$ff_x >= 0.9") |
+| route decision, 10 KB prose / adversarial (1,000 routes × 5 keywords) | 34 / 73 µs | $D_PROSE / $D_ADV µs (worst: $D_ADV_CASE; made-up words alone $D_WORDS) | ≤ 20 / ≤ 30 µs | $(ok "$D_PROSE <= 20 && $D_ADV <= 30") |
+| CPU per proxied request ($([ "$cpu_src" = perf ] && echo "perf stat" || echo "utime + stime")) | ~100–145 µs | $cpu_r µs (nginx $cpu_n µs) | ≤ 30 µs | $(ok "$cpu_r <= 30") |
+| RSS idle / with $(thousands "$STREAMS") open streams | 13.5 / 66.5 MB | $(mb2 "$RSS_IDLE") / $(mb2 "$rss_open") MB$([ "$opened" -ge "$STREAMS" ] || echo " (only $opened streams opened)") | no worse: ≤ $(mb2 "$RSS_IDLE_MAX") / ≤ $(mb2 "$RSS_OPEN_MAX") MB (+25% / +10% tolerance) | $(ok "$RSS_IDLE <= $RSS_IDLE_MAX && $rss_open <= $RSS_OPEN_MAX && $opened >= $STREAMS") |
+| time to first token added; chunk buffering | +0.75 ms; none | $ttft_added ms; $buffering | ≤ 0.5 ms; none | $(ok "($tr - $td) <= 500 && \"$buffering\" == \"none\"") |
+EOF
+)
+
 echo
 echo "labrouter benchmarks — $(machine)"
 echo "wrk -t$THREADS -c$CONNS, $ROUNDS rounds of ${ROUND_SECS}s per target taking turns (req/s averaged, percentiles the median round), after ${WARMUP}s warm-up; fixed rate in 1s turns. The sim, labrouter, nginx and the load generator share the cores."
@@ -479,4 +530,14 @@ echo "raw: stream labrouter: $S_ROUTER"
 echo "raw: stream labrouter, Ollama door: $S_OLLAMA"
 echo "raw: streams: $M_STREAMS"
 task_report
-if [ -n "${BENCH_OUT:-}" ]; then printf '%s\n\n%s\n' "$TABLE" "$TASK_TABLE" >"$BENCH_OUT"; fi
+echo
+echo "Issue 13: lean hot path"
+echo "Now vs goal from this run; before: the figures measured when issue 13 was filed. CPU per request: the proxy's $([ "$cpu_src" = perf ] && echo "task-clock (perf stat)" || echo "utime + stime (/proc)") during one more ${ROUND_SECS}s wrk -c$CONNS run, divided by the requests it completed. Adversarial route decision: the worst of some hits, no hit, dense and non-ASCII prose."
+echo
+echo "$ISSUE13_TABLE"
+echo
+echo "raw: cpu labrouter: $C_ROUTER"
+echo "raw: cpu nginx: $C_NGINX"
+if [ -n "${BENCH_OUT:-}" ]; then
+  printf '%s\n\n%s\n\nIssue 13: lean hot path\n\n%s\n' "$TABLE" "$TASK_TABLE" "$ISSUE13_TABLE" >"$BENCH_OUT"
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A flame graph of the router's hot path: a release labrouter in front of the bench sim on
 # 127.0.0.1, wrk -t2 -c32 posting one small chat completion, perf record with DWARF stacks,
-# rendered by inferno; then the router's CPU per request from perf stat.
+# rendered by inferno; then the router's CPU per request from perf stat (scripts/cpu.sh).
 #
 #   scripts/flame.sh [BINARY] [OUT.svg] [TITLE]   (default: target/release/labrouter, flame.svg)
 #
@@ -36,14 +36,9 @@ PP=$!
 sleep 0.2
 wrk -t2 -c32 -d4s -s benches/bench/post.lua "$URL" | grep -i 'requests/sec'
 wait "$PP"
-perf stat -e task-clock -p "$RP" -o "$TMP/stat.txt" -- sleep 3 &
-SP=$!
-sleep 0.1
-R=$(wrk -t2 -c32 -d3s -s benches/bench/post.lua "$URL" |
-  awk '/WRK/ { for (i = 1; i <= NF; i++) if ($i ~ /^requests=/) { split($i, a, "="); print a[2] } }')
-wait "$SP"
-TC=$(awk '/task-clock/ { gsub(",", "", $1); print $1 }' "$TMP/stat.txt")
-echo "requests=$R task_clock_ms=$TC cpu_us_per_request=$(awk -v t="$TC" -v r="$R" 'BEGIN { printf "%.1f", t * 1000 / r }')"
+# shellcheck source=scripts/cpu.sh
+. scripts/cpu.sh
+cpu_per_request "$RP" wrk -t2 -c32 -d3s -s benches/bench/post.lua "$URL" | sed 's/^CPU //'
 perf script -i "$TMP/perf.data" 2>/dev/null | inferno-collapse-perf >"$TMP/folded"
 inferno-flamegraph --title "$TITLE" <"$TMP/folded" >"$OUT"
 echo "wrote $OUT"
