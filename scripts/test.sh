@@ -5,6 +5,8 @@
 # - The official `ollama` Python client (PyPI), in a venv at target/test-venv, for
 #   tests/ollama_client.rs. python3 and its venv module come from Debian when missing and
 #   this runs as root. A test whose program is missing fails; it never skips.
+# - `redis-server` (Debian), for tests/cluster.rs: each test starts its own on a free
+#   loopback port with a temporary directory, and stops it by pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,5 +30,11 @@ if ! "$VENV/bin/python" -c 'import ollama' 2>/dev/null; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "$OLLAMA_CLIENT"
 fi
 export LABROUTER_TEST_PYTHON="$VENV/bin/python"
+
+command -v redis-server >/dev/null || apt_install redis-server
+if command -v redis-server >/dev/null; then
+  LABROUTER_TEST_REDIS=$(command -v redis-server)
+  export LABROUTER_TEST_REDIS
+fi
 
 exec cargo test "$@"
