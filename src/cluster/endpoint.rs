@@ -52,7 +52,8 @@ impl Endpoint {
             return Err(format!("{var}: the URL names no host"));
         }
         let secret = u.password().filter(|p| !p.is_empty()).map(str::to_string);
-        if !is_loopback_host(&host) && !(tls && secret.is_some()) {
+        let protected = tls && secret.is_some();
+        if !(is_loopback_host(&host) || protected) {
             return Err(format!(
                 "{var}: the Redis at {host} is not on loopback, so it must be reached with TLS and a password: use rediss://:PASSWORD@{host}:6379/0 (or rediss://USER:PASSWORD@... for an ACL user)"
             ));

@@ -37,11 +37,14 @@ impl Told {
         if t.decided_by.is_some() || tr.reason == Reason::StateUnreadable.as_str() {
             return None;
         }
-        let told = match (tr.from, tr.to) {
-            (_, Phase::Open | Phase::ForcedOpen) => true,
-            (Phase::Open | Phase::HalfOpen | Phase::ForcedOpen, Phase::Closed) => true,
-            _ => false,
-        };
+        let told = matches!(
+            (tr.from, tr.to),
+            (_, Phase::Open | Phase::ForcedOpen)
+                | (
+                    Phase::Open | Phase::HalfOpen | Phase::ForcedOpen,
+                    Phase::Closed
+                )
+        );
         told.then(|| Told {
             state: tr.to,
             cooldown: t.verdict.cooldown,

@@ -338,16 +338,23 @@ impl Worker<'_> {
     /// lowers what we know to what Redis holds (it may have restarted empty).
     fn adopt(&self, h: Heard, synced: bool) {
         let link = self.link;
-        let share: Arc<str> = Arc::from(h.share.as_str());
+        let fleet = self.svc.fleet();
+        // Only machines of ours: a message about any other URL is not remembered at all.
+        let Some(share) = fleet
+            .machines
+            .shares()
+            .into_iter()
+            .find(|s| **s == *h.share)
+        else {
+            return;
+        };
         {
             let mut known = link.known.lock().unwrap_or_else(|e| e.into_inner());
             let k = known.entry(Arc::clone(&share)).or_insert(0);
-            if h.generation <= *k {
-                if synced {
-                    *k = h.generation;
-                } else {
-                    tracing::debug!(share = %share, generation = h.generation, known = *k, "cluster: an older verdict; ignored");
-                }
+            // Older than what we know: a late message is ignored; a sync read that went back
+            // means Redis restarted and counts again from there, and its verdict stands.
+            if h.generation == *k || (h.generation < *k && !synced) {
+                tracing::debug!(share = %share, generation = h.generation, known = *k, "cluster: an older verdict; ignored");
                 return;
             }
             *k = h.generation;
@@ -356,7 +363,6 @@ impl Worker<'_> {
         if synced && *h.adopted.node == *link.node {
             return;
         }
-        let fleet = self.svc.fleet();
         for machine in fleet.machines.adopt(&share, &h.adopted) {
             metrics::counter!("labrouter_cluster_adoptions_total", "machine" => machine.clone())
                 .increment(1);
