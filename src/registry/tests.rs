@@ -8,6 +8,7 @@ use crate::outcome::{MachineId, ModelId, RouteId};
 
 mod api;
 mod callback_allow;
+mod cluster;
 mod task_slots;
 mod tasks;
 

@@ -71,7 +71,8 @@ fn the_shipped_block_uncommented_is_the_defaults() {
     let text: String = shipped
         .lines()
         .map(|l| {
-            inside |= l.starts_with("# tasks:");
+            // The block runs from `# tasks:` to the next blank line.
+            inside = (inside && !l.trim().is_empty()) || l.starts_with("# tasks:");
             match l.strip_prefix("# ") {
                 Some(rest) if inside => format!("{rest}\n"),
                 _ => format!("{l}\n"),
