@@ -4,6 +4,7 @@
 # rendered by inferno; then the router's CPU per request from perf stat (scripts/cpu.sh).
 #
 #   scripts/flame.sh [BINARY] [OUT.svg] [TITLE]   (default: target/release/labrouter, flame.svg)
+#   FOLDED=out.folded keeps the folded stacks too.
 #
 # Needs perf and wrk (Debian: linux-perf, wrk) and inferno (cargo install inferno).
 set -euo pipefail
@@ -41,4 +42,5 @@ wait "$PP"
 cpu_per_request "$RP" wrk -t2 -c32 -d3s -s benches/bench/post.lua "$URL" | sed 's/^CPU //'
 perf script -i "$TMP/perf.data" 2>/dev/null | inferno-collapse-perf >"$TMP/folded"
 inferno-flamegraph --title "$TITLE" <"$TMP/folded" >"$OUT"
+if [ -n "${FOLDED:-}" ]; then cp "$TMP/folded" "$FOLDED"; fi
 echo "wrote $OUT"

@@ -21,6 +21,9 @@ pub struct Fleet {
     pub api_keys: ApiKeys,
     /// The Redis of `cluster:` (SPEC §12), read from its environment variable and checked.
     pub redis: Option<crate::cluster::Endpoint>,
+    /// `labrouter_request_duration_seconds` per route label (every route's and model's
+    /// name), resolved at first use: after the recorder is in, and never per request.
+    durations: std::sync::OnceLock<std::collections::HashMap<String, metrics::Histogram>>,
 }
 
 /// Client bearer tokens; their Debug output never shows them.
@@ -113,12 +116,33 @@ impl Fleet {
             .map_err(FleetError::Cluster)?;
         Ok(Fleet {
             redis,
+            durations: std::sync::OnceLock::new(),
             matcher: Matcher::new(&registry),
             machines: Machines::with_bus(&registry, bus, old.map(|o| &o.machines)),
             upstreams,
             api_keys: ApiKeys(api_keys),
             registry,
         })
+    }
+
+    /// Records how long a request served under `label` (a route's or a model's name) took.
+    pub fn record_duration(&self, label: &str, seconds: f64) {
+        let all = self.durations.get_or_init(|| {
+            let names = self.registry.routes.iter().map(|r| r.name.as_str());
+            let models = self.registry.models.iter().map(|m| m.name.as_str());
+            names
+                .chain(models)
+                .map(|n| {
+                    let h = metrics::histogram!("labrouter_request_duration_seconds", "route" => n.to_string());
+                    (n.to_string(), h)
+                })
+                .collect()
+        });
+        match all.get(label) {
+            Some(h) => h.record(seconds),
+            None => metrics::histogram!("labrouter_request_duration_seconds", "route" => label.to_string())
+                .record(seconds),
+        }
     }
 
     /// Sets every breaker's state gauge: breakers built before the recorder was installed

@@ -87,7 +87,6 @@ pub fn app(svc: Arc<Service>) -> Router {
             Arc::clone(&svc),
             guard::guard,
         ))
-        .layer(middleware::from_fn(ollama::errors))
         .with_state(svc)
 }
 

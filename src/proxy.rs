@@ -100,7 +100,7 @@ pub async fn forward<F: Front>(
         .unwrap_or(Duration::from_secs(600));
     let deadline = crate::clock::after(started, longest);
     let wait_until = wait.map(|w| crate::clock::after(started, w).min(deadline));
-    let label = decision.label(reg).to_string();
+    let label: &str = decision.label(reg);
     let first_backend = chain
         .first()
         .map_or("", |&m| reg.models[m].backend.as_str());
@@ -200,8 +200,7 @@ pub async fn forward<F: Front>(
                     count_attempt(&fleet, machine, &attempted);
                     lease.finish(&attempted);
                     attempts.push(attempted);
-                    metrics::histogram!("labrouter_request_duration_seconds", "route" => label.clone())
-                        .record(started.elapsed().as_secs_f64());
+                    fleet.record_duration(&label, started.elapsed().as_secs_f64());
                     let mut resp = Response::new(Body::from(body));
                     *resp.status_mut() = status;
                     resp.extensions_mut().insert(MachineAnswer);
@@ -242,8 +241,7 @@ pub async fn forward<F: Front>(
                 continue;
             }
         }
-        metrics::histogram!("labrouter_request_duration_seconds", "route" => label.clone())
-            .record(started.elapsed().as_secs_f64());
+        fleet.record_duration(&label, started.elapsed().as_secs_f64());
         let mut resp = nothing_served(&fleet, &label, &attempts);
         label_headers(resp.headers_mut(), &fleet, &label, None, &attempts);
         return resp;
@@ -312,8 +310,7 @@ pub(crate) fn count_served(
         .meters()
         .served
         .increment(1);
-    metrics::histogram!("labrouter_request_duration_seconds", "route" => route.to_string())
-        .record(started.elapsed().as_secs_f64());
+    fleet.record_duration(route, started.elapsed().as_secs_f64());
     if let Some(first) = attempts.first() {
         metrics::counter!("labrouter_fallbacks_total",
             "route" => route.to_string(), "from" => reg.target_name(first.target), "to" => reg.target_name(model))

@@ -36,7 +36,19 @@ const EXPOSED_HEADERS: &str =
     "x-labrouter-route, x-labrouter-target, x-labrouter-skipped, retry-after, idempotent-replayed";
 
 /// The middleware: every request passes here before any handler.
-pub async fn guard(State(svc): State<Arc<Service>>, mut req: Request, next: Next) -> Response {
+pub async fn guard(state: State<Arc<Service>>, req: Request, next: Next) -> Response {
+    // Ollama's clients read `{"error": "..."}`: every refusal on its routes, the guard's own
+    // included, is shaped so (SPEC §11). One layer for both: a request pays for one.
+    let ollama = req.uri().path().starts_with("/api/");
+    let resp = check(state, req, next).await;
+    if ollama {
+        super::ollama::shape(resp).await
+    } else {
+        resp
+    }
+}
+
+async fn check(State(svc): State<Arc<Service>>, mut req: Request, next: Next) -> Response {
     let fleet = svc.fleet();
     let path = req.uri().path();
     // The router's own liveness answers everyone: it says nothing and changes nothing.

@@ -11,7 +11,6 @@ use std::time::{Duration, UNIX_EPOCH};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::future::join_all;
@@ -392,10 +391,8 @@ pub async fn root(headers: HeaderMap) -> Response {
 /// Error answers on `/api/...` in Ollama's shape, `{"error": "..."}`, with their status and
 /// headers kept: the router's own (OpenAI's envelope) and a machine's OpenAI-shaped
 /// refusal alike. An answer already in Ollama's shape passes unchanged.
-pub async fn errors(req: Request, next: Next) -> Response {
-    let ollama = req.uri().path().starts_with("/api/");
-    let resp = next.run(req).await;
-    if !ollama || resp.status().is_success() {
+pub async fn shape(resp: Response) -> Response {
+    if resp.status().is_success() {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
