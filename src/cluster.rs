@@ -102,6 +102,8 @@ pub struct Link {
     known: Mutex<HashMap<Arc<str>, u64>>,
     /// Our probe leases (token per share key) not yet released.
     held: Mutex<HashMap<Arc<str>, String>>,
+    /// Our probe leases on their way out: released by the worker, not yet gone.
+    releasing: Mutex<HashMap<Arc<str>, String>>,
     seen: Mutex<Seen>,
     state: watch::Sender<State>,
 }
@@ -139,6 +141,7 @@ impl Link {
             overflowed: AtomicBool::new(false),
             known: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
+            releasing: Mutex::new(HashMap::new()),
             seen: Mutex::new(Seen {
                 since: Some(SystemTime::now()),
                 ..Seen::default()
@@ -199,23 +202,40 @@ impl Link {
                 .key(self.key("probe", &share))
                 .arg(&token)
                 .arg(lease_ms)
-                .invoke_async::<i64>(&mut conn),
+                .invoke_async::<(i64, String)>(&mut conn),
         )
         .await;
         match took {
-            Ok(Ok(-1)) => {
-                metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "won").increment(1);
-                self.lock_held().insert(Arc::clone(&share), token.clone());
-                let renew =
-                    tokio::spawn(Arc::clone(self).renew(Arc::clone(&share), token.clone(), watch));
-                Taken::Won(Hold {
-                    link: Arc::clone(self),
-                    share,
-                    token,
-                    renew,
-                })
+            Ok(Ok((-1, _))) => self.won(share, token, watch),
+            Ok(Ok((_, holder))) if holder == token => {
+                if self.lock_releasing().get(&share) == Some(&token) {
+                    // Our last probe's lease, ended without a verdict and on its way out (the
+                    // worker releases it, then wakes the waiting): a moment, not a lease.
+                    return Taken::Lost(self.config.timeout);
+                }
+                // Ours from before (this node restarted mid-probe): taken over, if still ours.
+                let mut renew = self.scripts.renew.prepare_invoke();
+                renew
+                    .key(self.key("probe", &share))
+                    .arg(&token)
+                    .arg(lease_ms);
+                let renewed =
+                    tokio::time::timeout(self.config.timeout, renew.invoke_async::<i64>(&mut conn))
+                        .await;
+                match renewed {
+                    Ok(Ok(1)) => self.won(share, token, watch),
+                    Ok(Ok(_)) => Taken::Lost(self.config.timeout),
+                    Ok(Err(e)) => {
+                        self.trouble(&e.to_string());
+                        Taken::Unavailable
+                    }
+                    Err(_) => {
+                        self.trouble("the probe lease took longer than cluster.timeout");
+                        Taken::Unavailable
+                    }
+                }
             }
-            Ok(Ok(left)) => {
+            Ok(Ok((left, _))) => {
                 metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "lost").increment(1);
                 let left = u64::try_from(left).unwrap_or(0).min(lease_ms);
                 tracing::debug!(share = %share, left_ms = left, "cluster: another router probes");
@@ -230,6 +250,18 @@ impl Link {
                 Taken::Unavailable
             }
         }
+    }
+
+    fn won(self: &Arc<Self>, share: Arc<str>, token: String, watch: ProbeWatch) -> Taken {
+        metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "won").increment(1);
+        self.lock_held().insert(Arc::clone(&share), token.clone());
+        let renew = tokio::spawn(Arc::clone(self).renew(Arc::clone(&share), token.clone(), watch));
+        Taken::Won(Hold {
+            link: Arc::clone(self),
+            share,
+            token,
+            renew,
+        })
     }
 
     /// Renews the probe lease while the probe is undecided and the lease still ours.
@@ -276,6 +308,18 @@ impl Link {
 
     fn lock_held(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, String>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_releasing(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, String>> {
+        self.releasing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The worker is done with releasing `token` (released, or dropped while Redis is down).
+    fn released(&self, share: &str, token: &str) {
+        let mut releasing = self.lock_releasing();
+        if releasing.get(share).is_some_and(|t| t == token) {
+            releasing.remove(share);
+        }
     }
 
     fn known(&self, share: &str) -> u64 {
@@ -341,6 +385,9 @@ impl Drop for Hold {
             }
         };
         if mine {
+            self.link
+                .lock_releasing()
+                .insert(Arc::clone(&self.share), self.token.clone());
             self.link.send(Job::Release {
                 share: Arc::clone(&self.share),
                 token: std::mem::take(&mut self.token),

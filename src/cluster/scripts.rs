@@ -54,18 +54,19 @@ end
 return out
 ";
 
-/// The probe lease: -1 when taken, else the milliseconds another router still holds it
-/// (a lease some hand left without expiry gets one, so it cannot wedge the pool).
-/// KEYS: probe. ARGV: token, lease_ms.
+/// The probe lease: `{-1, ''}` when taken, else `{ms, holder}`: how long its holder still
+/// has it, and who (a lease some hand left without expiry gets one, so it cannot wedge the
+/// pool). KEYS: probe. ARGV: token, lease_ms.
 const TAKE: &str = r"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return -1 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {-1, ''} end
+local holder = redis.call('GET', KEYS[1]) or ''
 local l = redis.call('PTTL', KEYS[1])
 if l == -1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return tonumber(ARGV[2])
+  return {tonumber(ARGV[2]), holder}
 end
-if l < 0 then return 0 end
-return l
+if l < 0 then return {0, holder} end
+return {l, holder}
 ";
 
 /// Compare-and-`PEXPIRE`: the holder renews its lease, nobody else's. KEYS: probe.

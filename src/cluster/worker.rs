@@ -65,7 +65,9 @@ pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Servi
             tokio::select! {
                 job = rx.recv() => match job {
                     Some(Job::Publish { share, told }) => { pending.insert(share, told); }
-                    Some(_) => {}
+                    // The lease expires by itself; nothing waits on its release any more.
+                    Some(Job::Release { share, token }) => link.released(&share, &token),
+                    Some(Job::Check) => {}
                     None => return,
                 },
                 () = tokio::time::sleep_until(until) => break,
@@ -266,9 +268,12 @@ impl Worker<'_> {
         let link = self.link;
         let mut call = link.scripts.release.prepare_invoke();
         call.key(link.key("probe", share)).arg(token);
-        bounded(link, call.invoke_async::<i64>(&mut self.conn))
-            .await
-            .map(|_| ())
+        let released = bounded(link, call.invoke_async::<i64>(&mut self.conn)).await;
+        link.released(share, token);
+        released?;
+        // A request of ours may have found this lease on its way out: it may probe now.
+        self.svc.bus().wake();
+        Ok(())
     }
 
     /// Says this router is alive and learns who else is.

@@ -250,3 +250,42 @@ async fn a_lease_holder_killed_mid_probe_is_replaced_by_exactly_one_other_probe(
         "the dead holder's lease expired"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_never_waits_out_its_own_old_lease() {
+    // The lease r1 held in an earlier life (restarted mid-probe), or the one its last
+    // probe is just releasing, carries r1's own token: r1 takes it over and probes now,
+    // where another router's token would hold it back for the lease's whole life.
+    let lab = Lab::start("own-lease", 1, SHORT).await;
+    lab.until_cluster(&["r1"], "up", RECONNECT_WITHIN).await;
+    lab.a.set(Fault::Status {
+        code: 500,
+        retry_after: None,
+    });
+    lab.trip_a("r1").await;
+    let mut redis = lab.redis.client().await;
+    let generation = redis
+        .get(&lab.key("gen", &lab.a))
+        .await
+        .expect("r1's verdict has a generation");
+    let lease = lab.key("probe", &lab.a);
+    let token = format!("r1:{generation}");
+    redis.ok(&["SET", &lease, &token, "PX", "30000"]).await;
+    lab.a.set(Fault::Ok);
+    lab.until_cooldown_over(&["r1"], Duration::from_secs(2))
+        .await;
+
+    let a0 = lab.a.work_hits();
+    let reply = lab.ask("r1", "shared").await;
+    assert!(reply.served_by(A), "r1 probed at once: {reply:#?}");
+    assert_eq!(lab.a.work_hits() - a0, 1);
+    lab.until_machine(&["r1"], "a-box", "closed", ADOPT_WITHIN, |m| {
+        m["state"] == "closed"
+    })
+    .await;
+    assert_eq!(
+        redis.get(&lease).await,
+        None,
+        "the lease went with the verdict it produced"
+    );
+}
