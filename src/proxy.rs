@@ -148,7 +148,7 @@ pub async fn forward<F: Front>(
                     body,
                 }) => {
                     lease.succeed();
-                    count_served(&fleet, &label, model, &attempts, started);
+                    count_served(&fleet, label, model, &attempts, started);
                     let mut resp = Response::new(Body::from(body));
                     *resp.status_mut() = status;
                     resp.extensions_mut().insert(MachineAnswer);
@@ -156,7 +156,7 @@ pub async fn forward<F: Front>(
                         resp.headers_mut()
                             .insert(axum::http::header::CONTENT_TYPE, ct);
                     }
-                    label_headers(resp.headers_mut(), &fleet, &label, Some(model), &attempts);
+                    label_headers(resp.headers_mut(), &fleet, label, Some(model), &attempts);
                     return resp;
                 }
                 Ok(Answer::Stream {
@@ -165,7 +165,7 @@ pub async fn forward<F: Front>(
                     first,
                     rest,
                 }) => {
-                    count_served(&fleet, &label, model, &attempts, started);
+                    count_served(&fleet, label, model, &attempts, started);
                     let target = reg.target_name(model);
                     let (framing, translated) = front.framing(wire, started);
                     let body = relay(
@@ -187,7 +187,7 @@ pub async fn forward<F: Front>(
                         axum::http::header::CACHE_CONTROL,
                         HeaderValue::from_static("no-cache"),
                     );
-                    label_headers(h, &fleet, &label, Some(model), &attempts);
+                    label_headers(h, &fleet, label, Some(model), &attempts);
                     return resp;
                 }
                 // The request's own fault: the machine's answer goes back as is.
@@ -200,7 +200,7 @@ pub async fn forward<F: Front>(
                     count_attempt(&fleet, machine, &attempted);
                     lease.finish(&attempted);
                     attempts.push(attempted);
-                    fleet.record_duration(&label, started.elapsed().as_secs_f64());
+                    fleet.record_duration(label, started.elapsed().as_secs_f64());
                     let mut resp = Response::new(Body::from(body));
                     *resp.status_mut() = status;
                     resp.extensions_mut().insert(MachineAnswer);
@@ -208,7 +208,7 @@ pub async fn forward<F: Front>(
                         resp.headers_mut()
                             .insert(axum::http::header::CONTENT_TYPE, ct);
                     }
-                    label_headers(resp.headers_mut(), &fleet, &label, None, &attempts);
+                    label_headers(resp.headers_mut(), &fleet, label, None, &attempts);
                     return resp;
                 }
                 Err(attempted) => attempted,
@@ -241,9 +241,9 @@ pub async fn forward<F: Front>(
                 continue;
             }
         }
-        fleet.record_duration(&label, started.elapsed().as_secs_f64());
-        let mut resp = nothing_served(&fleet, &label, &attempts);
-        label_headers(resp.headers_mut(), &fleet, &label, None, &attempts);
+        fleet.record_duration(label, started.elapsed().as_secs_f64());
+        let mut resp = nothing_served(&fleet, label, &attempts);
+        label_headers(resp.headers_mut(), &fleet, label, None, &attempts);
         return resp;
     }
 }
