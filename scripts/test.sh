@@ -7,6 +7,7 @@
 #   this runs as root. A test whose program is missing fails; it never skips.
 # - `redis-server` (Debian), for tests/cluster.rs: each test starts its own on a free
 #   loopback port with a temporary directory, and stops it by pid.
+# - libfaketime (Debian: faketime), for the clock-skew scenario of tests/cluster.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +36,13 @@ command -v redis-server >/dev/null || apt_install redis-server
 if command -v redis-server >/dev/null; then
   LABROUTER_TEST_REDIS=$(command -v redis-server)
   export LABROUTER_TEST_REDIS
+fi
+
+faketime_lib() { dpkg -L libfaketime 2>/dev/null | grep '/libfaketime\.so\.1$' | head -n 1; }
+[ -n "$(faketime_lib)" ] || apt_install faketime
+if [ -n "$(faketime_lib)" ]; then
+  LABROUTER_TEST_FAKETIME=$(faketime_lib)
+  export LABROUTER_TEST_FAKETIME
 fi
 
 exec cargo test "$@"

@@ -11,6 +11,8 @@
 //! - what arrives through Redis is judged: a stale generation is ignored, a cooldown is a
 //!   duration (`l`), never a time read from another clock, and garbage is rejected or clamped,
 //!   never adopted as is nor a reason to panic (`hostile`);
+//! - routers whose wall clocks are 30 s ahead and 30 s behind (libfaketime) hold a peer's
+//!   verdict for exactly its duration (`skew`);
 //! - `labrouter check` refuses a Redis off loopback without a password and TLS (`check`).
 //!
 //! The wire is the witness: each simulated machine (`labrouter::sim::Sim`, in this process)
@@ -39,3 +41,5 @@ mod outage;
 mod probe;
 #[path = "cluster/redis_down.rs"]
 mod redis_down;
+#[path = "cluster/skew.rs"]
+mod skew;

@@ -106,6 +106,18 @@ impl Lab {
         self.routers.push(router);
     }
 
+    /// Starts router `node` with its wall clock `offset` off (libfaketime: `+30s`, `-30s`);
+    /// its monotonic clock, which cooldowns run on, stays true.
+    pub async fn add_skewed_router(&mut self, node: &str, offset: &str) {
+        let config = self.config(node);
+        let mut env = self.env();
+        env.push(("LD_PRELOAD", faketime_library()));
+        env.push(("FAKETIME", offset.to_string()));
+        env.push(("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_string()));
+        let router = Router::start(node, &config, &env).await;
+        self.routers.push(router);
+    }
+
     fn env(&self) -> Vec<(&'static str, String)> {
         vec![("LABROUTER_REDIS_URL", self.redis.url())]
     }
@@ -350,4 +362,16 @@ routes:
 /// `state` is `want` and `decided_by` is `node`.
 pub fn verdict_is(view: &Value, want: &str, node: &str) -> bool {
     view["state"] == want && view["decided_by"] == node
+}
+
+/// libfaketime: `LABROUTER_TEST_FAKETIME`, else Debian's path. Missing is a failure with
+/// what to do, never a skip.
+fn faketime_library() -> String {
+    let path = std::env::var("LABROUTER_TEST_FAKETIME")
+        .unwrap_or_else(|_| "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".into());
+    assert!(
+        std::path::Path::new(&path).is_file(),
+        "libfaketime is missing at {path}: run scripts/test.sh, which installs it (Debian: faketime), or set LABROUTER_TEST_FAKETIME"
+    );
+    path
 }
