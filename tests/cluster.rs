@@ -7,7 +7,8 @@
 //!   verdict (closed, or open with the doubled cooldown) reaches every router; a lease holder
 //!   killed mid-probe is replaced by exactly one other probe once its lease expires (`probe`);
 //! - Redis killed mid-run slows and fails no request, every router says `down`, and when it
-//!   comes back a verdict decided meanwhile converges (`redis_down`);
+//!   comes back a verdict decided meanwhile converges; losing Redis and its return are said
+//!   once each, in Telegram (a fake Bot API) and the ledger (`redis_down`);
 //! - what arrives through Redis is judged: a stale generation is ignored, a cooldown is a
 //!   duration (`l`), never a time read from another clock, and garbage is rejected or clamped,
 //!   never adopted as is nor a reason to panic (`hostile`);
@@ -24,6 +25,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "telegram/fake.rs"]
+mod fake;
 #[path = "cluster/lab.rs"]
 mod lab;
 #[path = "cluster/redis.rs"]

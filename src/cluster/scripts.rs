@@ -5,14 +5,21 @@ use redis::Script;
 
 /// A transition, published: the generation from `INCR`, the verdict hash, the cooldown as
 /// a key that expires with it, our probe lease released if we held it, then `PUBLISH`.
+/// The hash's `at_ms` and `cooldown_until_ms` are Redis's own clock, for people reading
+/// Redis: no router reads them (the time left is the cooldown key's `PTTL`).
 /// KEYS: gen, verdict, cooldown, probe. ARGV: channel, state, cooldown_ms, left_ms, node,
 /// instance, reason, failures, token ('' = none), share, verdict_ttl_ms.
 const PUBLISH: &str = r"
 local g = redis.call('INCR', KEYS[1])
-redis.call('HSET', KEYS[2], 'state', ARGV[2], 'gen', g, 'cooldown_ms', ARGV[3],
-           'node', ARGV[5], 'reason', ARGV[7], 'failures', ARGV[8])
-redis.call('PEXPIRE', KEYS[2], ARGV[11])
 local left = tonumber(ARGV[4])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local untl = 0
+if ARGV[2] == 'open' then untl = now + left end
+redis.call('HSET', KEYS[2], 'state', ARGV[2], 'gen', g, 'cooldown_ms', ARGV[3],
+           'node', ARGV[5], 'reason', ARGV[7], 'failures', ARGV[8],
+           'at_ms', now, 'cooldown_until_ms', untl)
+redis.call('PEXPIRE', KEYS[2], ARGV[11])
 if ARGV[2] == 'open' and left > 0 then
   redis.call('SET', KEYS[3], g, 'PX', left)
 else

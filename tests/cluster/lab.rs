@@ -65,6 +65,8 @@ pub struct Lab {
     pub prefix: String,
     pub client: reqwest::Client,
     breaker: Breaker,
+    /// A fake Telegram API the routers alert (its URL), when the scenario listens.
+    telegram: Option<String>,
     dir: tempfile::TempDir,
     _serial: MutexGuard<'static, ()>,
 }
@@ -72,6 +74,16 @@ pub struct Lab {
 impl Lab {
     /// Redis, the three machines (healthy) and `nodes` routers `r1..`, started together.
     pub async fn start(test: &str, nodes: usize, breaker: Breaker) -> Lab {
+        Lab::start_alerting(test, nodes, breaker, None).await
+    }
+
+    /// The same, each router with a `telegram:` block pointed at `telegram` (a fake Bot API).
+    pub async fn start_alerting(
+        test: &str,
+        nodes: usize,
+        breaker: Breaker,
+        telegram: Option<&str>,
+    ) -> Lab {
         let serial = SERIAL.lock().await;
         let mut lab = Lab {
             redis: RedisServer::start().await,
@@ -85,6 +97,7 @@ impl Lab {
                 .build()
                 .unwrap(),
             breaker,
+            telegram: telegram.map(str::to_string),
             dir: tempfile::tempdir().unwrap(),
             _serial: serial,
         };
@@ -119,7 +132,10 @@ impl Lab {
     }
 
     fn env(&self) -> Vec<(&'static str, String)> {
-        vec![("LABROUTER_REDIS_URL", self.redis.url())]
+        vec![
+            ("LABROUTER_REDIS_URL", self.redis.url()),
+            ("LABROUTER_TEST_BOT_TOKEN", "123:cluster-test".to_string()),
+        ]
     }
 
     /// Writes router `node`'s registry (its own state dir) and returns its path.
@@ -166,7 +182,15 @@ routes:
             a = self.a.base_url(),
             b = self.b.base_url(),
             c = self.c.base_url(),
-        )
+        ) + &self
+            .telegram
+            .as_ref()
+            .map(|url| {
+                format!(
+                    "telegram:\n  token_env: LABROUTER_TEST_BOT_TOKEN\n  chat_id: 42\n  api_url: \"{url}\"\n"
+                )
+            })
+            .unwrap_or_default()
     }
 
     // === the routers ===

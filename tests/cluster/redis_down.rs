@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use labrouter::sim::Fault;
 
-use super::lab::{verdict_is, Lab, A, ADOPT_WITHIN, B, LONG, POLL, RECONNECT_WITHIN};
+use super::lab::{verdict_is, Lab, A, ADOPT_WITHIN, B, LONG, POLL, RECONNECT_WITHIN, SHORT};
 use super::router::{self, sample, Reply};
+use serde_json::Value;
 
 const ALL: [&str; 3] = ["r1", "r2", "r3"];
 
@@ -165,5 +166,72 @@ async fn redis_down_slows_and_fails_nothing_and_a_verdict_decided_meanwhile_conv
         lab.a.work_hits() - a0,
         0,
         "a-box received nothing from r2, r3"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_redis_is_said_once_in_telegram_and_the_ledger_and_so_is_its_return() {
+    let telegram = super::fake::FakeTelegram::start().await;
+    let mut lab = Lab::start_alerting("alerts", 1, SHORT, Some(&telegram.url)).await;
+    lab.until_cluster(&["r1"], "up", RECONNECT_WITHIN).await;
+    lab.redis.kill9();
+    lab.until_cluster(&["r1"], "down", RECONNECT_WITHIN).await;
+    // Several reconnects fail meanwhile (250 ms, doubling): still one alert.
+    lab.until("three failed reconnects", RECONNECT_WITHIN, async || {
+        let text = lab.metrics("r1").await;
+        sample(&text, "labrouter_cluster_redis_errors_total", &[]) >= 3.0
+    })
+    .await;
+    let got = telegram.wait_delivered(1, RECONNECT_WITHIN).await;
+    assert_eq!(got.len(), 1, "one alert for the outage: {got:#?}");
+    assert!(
+        got[0].text.contains("<b>r1</b>: Redis is unreachable"),
+        "{}",
+        got[0].text
+    );
+    assert!(
+        !got[0].text.contains(&lab.redis.url()),
+        "the Redis URL is never sent: {}",
+        got[0].text
+    );
+
+    lab.redis.restart().await;
+    lab.until_cluster(&["r1"], "up", RECONNECT_WITHIN).await;
+    let got = telegram.wait_delivered(2, RECONNECT_WITHIN).await;
+    assert_eq!(got.len(), 2, "one more when it is back: {got:#?}");
+    assert!(
+        got[1].text.contains("<b>r1</b>: Redis is back"),
+        "{}",
+        got[1].text
+    );
+
+    // The ledger's `(cluster)` rows, oldest first: connecting -> up -> down -> up.
+    let url = format!("{}/status/events?machine=(cluster)", lab.router("r1").base);
+    let events: Value = lab
+        .client
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut rows: Vec<(String, String)> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap().into(),
+                e["to"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    rows.reverse();
+    let want = [("connecting", "up"), ("up", "down"), ("down", "up")];
+    assert_eq!(
+        rows,
+        want.map(|(f, t)| (f.to_string(), t.to_string())),
+        "{events}"
     );
 }
