@@ -192,64 +192,39 @@ impl Link {
         let Some(mut conn) = self.connection() else {
             return Taken::Unavailable;
         };
-        let generation = self.known(&share);
-        let token = format!("{}:{generation}", self.node);
-        let lease_ms = heard::millis(self.config.probe_lease);
-        let took = tokio::time::timeout(
-            self.config.timeout,
-            self.scripts
-                .take
-                .key(self.key("probe", &share))
-                .arg(&token)
-                .arg(lease_ms)
-                .invoke_async::<(i64, String)>(&mut conn),
-        )
-        .await;
-        match took {
-            Ok(Ok((-1, _))) => self.won(share, token, watch),
-            Ok(Ok((_, holder))) if holder == token => {
-                if self.lock_releasing().get(&share) == Some(&token) {
-                    // Our last probe's lease, ended without a verdict and on its way out (the
-                    // worker releases it, then wakes the waiting): a moment, not a lease.
-                    return Taken::Lost(self.config.timeout);
-                }
-                // Ours from before (this node restarted mid-probe): taken over, if still ours.
-                let mut renew = self.scripts.renew.prepare_invoke();
-                renew
-                    .key(self.key("probe", &share))
-                    .arg(&token)
-                    .arg(lease_ms);
-                let renewed =
-                    tokio::time::timeout(self.config.timeout, renew.invoke_async::<i64>(&mut conn))
-                        .await;
-                match renewed {
-                    Ok(Ok(1)) => self.won(share, token, watch),
-                    Ok(Ok(_)) => Taken::Lost(self.config.timeout),
-                    Ok(Err(e)) => {
-                        self.trouble(&e.to_string());
-                        Taken::Unavailable
-                    }
-                    Err(_) => {
-                        self.trouble("the probe lease took longer than cluster.timeout");
-                        Taken::Unavailable
-                    }
-                }
-            }
-            Ok(Ok((left, _))) => {
-                metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "lost").increment(1);
-                let left = u64::try_from(left).unwrap_or(0).min(lease_ms);
-                tracing::debug!(share = %share, left_ms = left, "cluster: another router probes");
-                Taken::Lost(Duration::from_millis(left))
-            }
-            Ok(Err(e)) => {
-                self.trouble(&e.to_string());
-                Taken::Unavailable
-            }
-            Err(_) => {
-                self.trouble("the probe lease took longer than cluster.timeout");
-                Taken::Unavailable
-            }
+        let token = format!("{}:{}", self.node, self.known(&share));
+        let mut take = self.scripts.take.prepare_invoke();
+        take.key(self.key("probe", &share))
+            .arg(&token)
+            .arg(heard::millis(self.config.probe_lease));
+        let Some((left, holder)) = self
+            .asked(take.invoke_async::<(i64, String)>(&mut conn))
+            .await
+        else {
+            return Taken::Unavailable;
+        };
+        if left == -1 {
+            return self.won(share, token, watch);
         }
+        if holder == token {
+            if self.lock_releasing().get(&share) == Some(&token) {
+                // Our last probe's lease, ended without a verdict and on its way out (the
+                // worker releases it, then wakes the waiting): a moment, not a lease.
+                return Taken::Lost(self.config.timeout);
+            }
+            // Ours from before (this node restarted mid-probe): taken over, if still ours.
+            return match self.renew_once(&mut conn, &share, &token).await {
+                Some(1) => self.won(share, token, watch),
+                Some(_) => Taken::Lost(self.config.timeout),
+                None => Taken::Unavailable,
+            };
+        }
+        metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "lost").increment(1);
+        let left = u64::try_from(left)
+            .unwrap_or(0)
+            .min(heard::millis(self.config.probe_lease));
+        tracing::debug!(share = %share, left_ms = left, "cluster: another router probes");
+        Taken::Lost(Duration::from_millis(left))
     }
 
     fn won(self: &Arc<Self>, share: Arc<str>, token: String, watch: ProbeWatch) -> Taken {
@@ -266,38 +241,50 @@ impl Link {
 
     /// Renews the probe lease while the probe is undecided and the lease still ours.
     async fn renew(self: Arc<Self>, share: Arc<str>, token: String, watch: ProbeWatch) {
-        let lease_ms = heard::millis(self.config.probe_lease);
-        let every = self.config.probe_lease / 3;
         loop {
-            tokio::time::sleep(every).await;
+            tokio::time::sleep(self.config.probe_lease / 3).await;
             if !watch.undecided() {
                 return;
             }
             let Some(mut conn) = self.connection() else {
                 continue;
             };
-            let renewed = tokio::time::timeout(
-                self.config.timeout,
-                self.scripts
-                    .renew
-                    .key(self.key("probe", &share))
-                    .arg(&token)
-                    .arg(lease_ms)
-                    .invoke_async::<i64>(&mut conn),
-            )
-            .await;
-            match renewed {
-                Ok(Ok(0)) => return,
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => self.trouble(&e.to_string()),
-                Err(_) => self.trouble("renewing the probe lease took longer than cluster.timeout"),
+            if self.renew_once(&mut conn, &share, &token).await == Some(0) {
+                return;
             }
         }
     }
 
-    /// A request saw Redis fail: counted, and the worker checks the connection now.
+    /// Compare-and-`PEXPIRE`: 1 when the lease was still `token`'s and now runs a full
+    /// `probe_lease` again, 0 when it is not ours; `None` when Redis failed.
+    async fn renew_once(
+        &self,
+        conn: &mut MultiplexedConnection,
+        share: &str,
+        token: &str,
+    ) -> Option<i64> {
+        let mut renew = self.scripts.renew.prepare_invoke();
+        renew
+            .key(self.key("probe", share))
+            .arg(token)
+            .arg(heard::millis(self.config.probe_lease));
+        self.asked(renew.invoke_async::<i64>(conn)).await
+    }
+
+    /// One Redis operation on a request's behalf, bounded by `timeout`; a failure is said to
+    /// the worker, which checks the connection, and the request goes on without Redis.
+    async fn asked<T>(
+        &self,
+        call: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Option<T> {
+        bounded(self, call)
+            .await
+            .map_err(|why| self.trouble(&why))
+            .ok()
+    }
+
+    /// A request saw Redis fail (counted by [`bounded`]): the worker checks the connection now.
     fn trouble(&self, why: &str) {
-        metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
         tracing::debug!(error = %crate::text::bounded(why), "cluster: a Redis operation failed");
         self.send(Job::Check);
     }
@@ -394,6 +381,23 @@ impl Drop for Hold {
             });
         }
     }
+}
+
+/// One Redis operation, at most `cluster.timeout`; a failure is counted.
+async fn bounded<T>(
+    link: &Link,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, String> {
+    let failed = match tokio::time::timeout(link.config.timeout, call).await {
+        Ok(Ok(v)) => return Ok(v),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!(
+            "no answer within cluster.timeout ({} ms)",
+            heard::millis(link.config.timeout)
+        ),
+    };
+    metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
+    Err(failed)
 }
 
 /// Tells this process apart from another with the same node name.

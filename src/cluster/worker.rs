@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::heard::{millis, Heard, Told};
-use super::{Endpoint, Job, Jobs, Link, State, VERDICT_TTL};
+use super::{bounded, Endpoint, Job, Jobs, Link, State, VERDICT_TTL};
 use crate::service::Service;
 use crate::store::Msg;
 
@@ -372,27 +372,6 @@ impl Worker<'_> {
             metrics::counter!("labrouter_cluster_adoptions_total", "machine" => machine.clone())
                 .increment(1);
             tracing::info!(machine = %machine, state = %h.adopted.state, by = %h.adopted.node, left_ms = millis(h.adopted.left), "cluster: adopted a peer's verdict");
-        }
-    }
-}
-
-/// One Redis operation, at most `cluster.timeout`.
-async fn bounded<T>(
-    link: &Link,
-    call: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(link.config.timeout, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => {
-            metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
-            Err(e.to_string())
-        }
-        Err(_) => {
-            metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
-            Err(format!(
-                "no answer within cluster.timeout ({} ms)",
-                millis(link.config.timeout)
-            ))
         }
     }
 }
