@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use labrouter::sim::Sim;
+use labrouter::sim::{Fault, Sim};
 use serde_json::Value;
 use tokio::sync::MutexGuard;
 use tokio::time::Instant;
@@ -354,6 +354,10 @@ routes:
     /// With `a-box` failing, sends requests through `node` alone until its breaker opens:
     /// each is served by the fallback, and exactly `failure_threshold` (3) reached `a-box`.
     pub async fn trip_a(&self, node: &str) {
+        self.a.set(Fault::Status {
+            code: 500,
+            retry_after: None,
+        });
         let before = self.a.work_hits();
         for _ in 0..10 {
             let reply = self.ask(node, "shared").await;
@@ -371,6 +375,16 @@ routes:
             "{node} did not open a-box after 10 failing requests\n{}",
             self.logs()
         );
+    }
+
+    /// Waits until `nodes` hold `a-box` open as `decider` decided it (within
+    /// [`ADOPT_WITHIN`]); their views.
+    pub async fn until_adopted(&self, nodes: &[&str], decider: &str) -> Vec<Value> {
+        let what = format!("open, decided by {decider}");
+        self.until_machine(nodes, "a-box", &what, ADOPT_WITHIN, |m| {
+            verdict_is(m, "open", decider)
+        })
+        .await
     }
 
     /// Waits until `a-box`'s cooldown has run out on each of `nodes` (open or half-open,

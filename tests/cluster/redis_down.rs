@@ -6,8 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use labrouter::sim::Fault;
-
 use super::lab::{verdict_is, Lab, A, ADOPT_WITHIN, B, LONG, POLL, RECONNECT_WITHIN, SHORT};
 use super::router::{self, sample, Reply};
 use serde_json::Value;
@@ -125,10 +123,6 @@ async fn redis_down_slows_and_fails_nothing_and_a_verdict_decided_meanwhile_conv
     }
 
     // Without Redis, r1 opens a-box on its own; the others cannot know.
-    lab.a.set(Fault::Status {
-        code: 500,
-        retry_after: None,
-    });
     lab.trip_a("r1").await;
     let r1_view = lab.machine("r1", "a-box").await;
     assert!(verdict_is(&r1_view, "open", "r1"), "{r1_view}");

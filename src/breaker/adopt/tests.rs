@@ -29,6 +29,16 @@ fn request(b: Breaker, now: Instant, p: &Policy) -> (Breaker, Decision) {
     (b, out.decision)
 }
 
+/// A peer's open verdict with nothing left, and the request it then admits as the probe.
+fn probing(now: Instant, p: &Policy) -> (Breaker, super::super::Ticket) {
+    let (b, _) = Breaker::new(p).adopt(&peer(Phase::Open, 60, 0), now, p);
+    let (b, d) = request(b, now, p);
+    match d {
+        Decision::Admit(ticket) if ticket.probe => (b, ticket),
+        d => panic!("expected the probe, got {d:?}"),
+    }
+}
+
 #[test]
 fn an_adopted_open_skips_without_a_failure_and_ends_when_redis_said() {
     let p = Policy::default();
@@ -94,11 +104,7 @@ fn an_open_breaker_moves_its_end_without_a_new_transition() {
 fn a_peer_close_ends_the_outage_and_cancels_our_probe() {
     let p = Policy::default();
     let now = Instant::now();
-    let (b, _) = Breaker::new(&p).adopt(&peer(Phase::Open, 60, 0), now, &p);
-    let (b, d) = request(b, now, &p);
-    let Decision::Admit(ticket) = d else {
-        panic!("{d:?}")
-    };
+    let (b, ticket) = probing(now, &p);
     let (b, t) = b.adopt(&peer(Phase::Closed, 60, 0), now + secs(1), &p);
     assert_eq!(
         t.map(|t| (t.from, t.to)),
@@ -157,11 +163,7 @@ fn auth_pauses_and_hand_forced_opens_are_this_routers_own() {
 fn a_probe_held_by_a_peer_answers_probe_in_flight_until_its_lease_would_expire() {
     let p = Policy::default();
     let now = Instant::now();
-    let (b, _) = Breaker::new(&p).adopt(&peer(Phase::Open, 60, 0), now, &p);
-    let (b, d) = request(b, now, &p);
-    let Decision::Admit(ticket) = d else {
-        panic!("{d:?}")
-    };
+    let (b, ticket) = probing(now, &p);
     let (b, _) = b.step(Event::PeerProbe(ticket, now + secs(15)), now, &p);
     assert!(!b.probe_in_flight, "our lease went back");
     let (b, d) = request(b, now + secs(14), &p);
@@ -178,11 +180,7 @@ fn a_probe_held_by_a_peer_answers_probe_in_flight_until_its_lease_would_expire()
 fn a_peer_probe_from_an_older_cycle_changes_nothing() {
     let p = Policy::default();
     let now = Instant::now();
-    let (b, _) = Breaker::new(&p).adopt(&peer(Phase::Open, 60, 0), now, &p);
-    let (b, d) = request(b, now, &p);
-    let Decision::Admit(ticket) = d else {
-        panic!("{d:?}")
-    };
+    let (b, ticket) = probing(now, &p);
     let (b, _) = b.adopt(&peer(Phase::Closed, 60, 0), now, &p);
     let (b, _) = b.step(Event::PeerProbe(ticket, now + secs(15)), now, &p);
     assert_eq!(b.peer_probe_until, None);
