@@ -173,6 +173,15 @@ impl Machines {
         }
     }
 
+    /// [`Machines::admit`], then [`Machines::pooled`] when the call is a probe: what the
+    /// request path and the task walk ask.
+    pub async fn admit_pooled(&self, i: MachineId) -> Result<Lease, Rejected> {
+        match self.admit(i) {
+            Ok(lease) if lease.is_probe() => self.pooled(lease).await,
+            admitted => admitted,
+        }
+    }
+
     /// Asks the pool of routers for the probe lease when `lease` is a shared machine's
     /// probe (SPEC §12): won, or Redis unavailable (then this router's own breaker decides,
     /// as without `cluster`), the lease goes on; lost, the probe is another router's and

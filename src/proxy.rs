@@ -123,12 +123,8 @@ pub async fn forward<F: Front>(
                 break;
             }
             let machine = reg.models[model].machine;
-            let admitted = match fleet.machines.admit(machine) {
-                // A shared machine's probe is the pool's (SPEC §12).
-                Ok(lease) if lease.is_probe() => fleet.machines.pooled(lease).await,
-                other => other,
-            };
-            let lease = match admitted {
+            // A shared machine's probe is the pool's (SPEC §12).
+            let lease = match fleet.machines.admit_pooled(machine).await {
                 Ok(lease) => lease,
                 Err(rej) => {
                     attempts.push(skipped(&fleet, model, &rej));

@@ -109,13 +109,14 @@ impl View {
             .enumerate()
             .map(|(i, m)| {
                 let s = fleet.machines.snapshot(i);
+                let transitioned = s.breaker.generation > 0;
                 let mut v = MachineView::of(s, m.url.clone(), now, wall);
                 if let Some(link) = link {
                     v.shared = m.shared;
-                    v.decided_by = v.decided_by.or_else(|| {
-                        let b = fleet.machines.breaker(i);
-                        (b.generation > 0).then(|| link.node().to_string())
-                    });
+                    // Not a peer's: this router's own, once it decided anything.
+                    if transitioned && v.decided_by.is_none() {
+                        v.decided_by = Some(link.node().to_string());
+                    }
                 }
                 (m.name.clone(), v)
             })

@@ -112,11 +112,7 @@ where
             ));
             continue;
         };
-        let admitted = match fleet.machines.admit(machine) {
-            Ok(lease) if lease.is_probe() => fleet.machines.pooled(lease).await,
-            other => other,
-        };
-        let lease = match admitted {
+        let lease = match fleet.machines.admit_pooled(machine).await {
             Ok(lease) => lease,
             Err(rej) => {
                 if rej.skip != Skip::Busy {
