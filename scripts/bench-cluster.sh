@@ -50,8 +50,8 @@ BODY='{"model":"code","messages":[{"role":"user","content":"hi"}]}'
 REDIS_ENV=LABROUTER_BENCH_REDIS
 PREFIX=bench-cluster-sh-$$
 
-log() { printf '== %s\n' "$*" >&2; }
-die() { printf 'bench-cluster.sh: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
 
 # ---------------------------------------------------------------- tools
 need_install=()
@@ -85,51 +85,8 @@ for b in labrouter examples/bench_cluster examples/bench_load; do
 done
 
 # ---------------------------------------------------------------- processes
-TMP=$(mktemp -d /tmp/labrouter-bench-cluster.XXXXXX)
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_processes labrouter-bench-cluster
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_port() { # port, name, pid
-  local i
-  for i in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || break
-    sleep 0.1
-  done
-  tail -20 "$TMP/$2.log" >&2 || true
-  die "$2 did not start on 127.0.0.1:$1"
-}
-start() { # name port command... ; sets LAST_PID (no subshell: the trap must see it)
-  local name=$1 port=$2
-  shift 2
-  port_free "$port" || die "127.0.0.1:$port is taken (set BENCH_PORT to another base)"
-  "$@" >"$TMP/$name.log" 2>&1 &
-  LAST_PID=$!
-  PIDS+=("$LAST_PID")
-  wait_port "$port" "$name" "$LAST_PID"
-}
-# kv LINE KEY -> value of KEY=value in LINE
-kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
-# Formatting for the table.
-ms() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1000 }'; }           # µs -> ms
-ms3() { awk -v v="$1" 'BEGIN { printf "%.3f", v / 1000 }'; }          # µs -> ms, 3 decimals
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
-ok() { awk "BEGIN { exit !($1) }" && echo "**met**" || echo "**missed**"; }
-thousands() { printf '%.0f' "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
-LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-machine() {
-  local cpu
-  cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-  echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($cpu), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load before: $LOAD_BEFORE"
-}
 
 for p in "$P_SIM" "$P_OFF" "$P_ON" "$P_PEER"; do
   port_free "$p" || die "127.0.0.1:$p is taken (set BENCH_PORT to another base)"
@@ -235,28 +192,6 @@ grep -q '"shared":true' <<<"$s_on" || die "router ON does not share the machine:
 status "$P_OFF" | grep -q '"cluster":' && die "router OFF shows a cluster"
 
 ROUND_SECS=$SECS
-wrk_once() { # url secs -> WRK line
-  local out
-  out=$(BENCH_BODY=$BODY wrk -t"$THREADS" -c"$CONNS" -d"${2}s" --latency \
-    -s "$ROOT/benches/bench/post.lua" "$1" 2>&1) || die "wrk failed on $1: $out"
-  grep '^WRK ' <<<"$out" || die "wrk printed no summary for $1: $out"
-}
-# Rounds of WRK lines -> one: requests and errors summed, req/s averaged (and its spread:
-# (max - min) / mean), percentiles the median of the rounds (and p99's max - min), max the max.
-wrk_agg() {
-  awk '
-    function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } return a[int((n + 1) / 2)] }
-    { n++; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1], n] = kv[2] } }
-    END {
-      lo = hi = v["rps", 1]; plo = phi = v["p99_us", 1]
-      for (k = 1; k <= n; k++) { req += v["requests", k]; rps += v["rps", k]; se += v["status_errors", k]; ke += v["socket_errors", k]
-        p50[k] = v["p50_us", k]; p99[k] = v["p99_us", k]; if (v["max_us", k] > mx) mx = v["max_us", k]
-        if (v["rps", k] < lo) lo = v["rps", k]; if (v["rps", k] > hi) hi = v["rps", k]
-        if (v["p99_us", k] < plo) plo = v["p99_us", k]; if (v["p99_us", k] > phi) phi = v["p99_us", k] }
-      printf "WRK requests=%d rps=%.0f rps_spread_pct=%.1f p50_us=%d p99_us=%d p99_spread_us=%d max_us=%d status_errors=%d socket_errors=%d rounds=%d\n",
-        req, rps / n, (rps > 0 ? 100 * (hi - lo) * n / rps : 0), med(p50, n), med(p99, n), phi - plo, mx, se, ke, n
-    }'
-}
 # Commands Redis processed (those a script runs count too), and the scripts the routers ran
 # (every operation of theirs is one: a heartbeat a second each, a re-sync every 15 s).
 commands() { rcli info stats | tr -d '\r' | sed -n 's/^total_commands_processed://p'; }
@@ -315,10 +250,10 @@ if [ "$IDLE_N" -gt 0 ]; then
   unavailable=$((unavailable + $(kv "$L_IDLE" unavailable) + $(kv "$L_IDLE" lost)))
   worst_t=$(( it99 > t99 ? it99 : t99 )) worst_l=$(( il99 > l99 ? il99 : l99 ))
   tmax=$(( itmax > tmax ? itmax : tmax ))
-  t_idle="; after ${GAP_MS} ms idle $(ms3 "$it50") / $(ms3 "$it99") ms"
-  l_idle="; after ${GAP_MS} ms idle $(ms3 "$il50") / $(ms3 "$il99") ms against PING $(ms3 "$ig50") / $(ms3 "$ig99") ms ($(ratio "$il50" "$ig50")× / $(ratio "$il99" "$ig99")×)"
+  t_idle="; after ${GAP_MS} ms idle $(ms "$it50" 3) / $(ms "$it99" 3) ms"
+  l_idle="; after ${GAP_MS} ms idle $(ms "$il50" 3) / $(ms "$il99" 3) ms against PING $(ms "$ig50" 3) / $(ms "$ig99" 3) ms ($(ratio "$il50" "$ig50" 3)× / $(ratio "$il99" "$ig99" 3)×)"
 fi
-ro=$(kv "$W_OFF" rps) rn=$(kv "$W_ON" rps) x=$(ratio "$rn" "$ro")
+ro=$(kv "$W_OFF" rps) rn=$(kv "$W_ON" rps) x=$(ratio "$rn" "$ro" 3)
 so=$(kv "$W_OFF" rps_spread_pct) sn=$(kv "$W_ON" rps_spread_pct)
 p50o=$(kv "$W_OFF" p50_us) p99o=$(kv "$W_OFF" p99_us) p50n=$(kv "$W_ON" p50_us) p99n=$(kv "$W_ON" p99_us)
 d99=$((p99n - p99o)) s99=$(kv "$W_OFF" p99_spread_us)
@@ -334,8 +269,8 @@ beats=$(awk -v t="$LOAD_SECS" 'BEGIN { printf "%d", 2 * (int(t) + 1) + 2 * (int(
 TABLE=$(cat <<EOF
 | measure | result | goal | verdict |
 |---|---|---|---|
-| transition published by one router → adopted by its peer, p50 / p99 ($N forced open + $N closed by hand) | back to back **$(ms3 "$t50") / $(ms3 "$t99") ms**$t_idle; max $(ms3 "$tmax") ms | ≤ 1 s (SPEC §12) | $(ok "$worst_t <= 1000000 && $tmax <= 1000000") |
-| probe-lease round trip (\`Machines::pooled\`, won), p50 / p99 | back to back **$(ms3 "$l50") / $(ms3 "$l99") ms** against a bare PING $(ms3 "$g50") / $(ms3 "$g99") ms ($(ratio "$l50" "$g50")× / $(ratio "$l99" "$g99")×)$l_idle; lost to a peer's lease $(ms3 "$lost50") / $(ms3 "$lost99") ms; released (compare-and-delete) $(ms3 "$(kv "$R_BUSY" p50_us)") / $(ms3 "$(kv "$R_BUSY" p99_us)") ms after the drop; not won: $unavailable | ≤ cluster.timeout (50 ms), every round won | $(ok "$worst_l <= 50000 && $unavailable == 0") |
+| transition published by one router → adopted by its peer, p50 / p99 ($N forced open + $N closed by hand) | back to back **$(ms "$t50" 3) / $(ms "$t99" 3) ms**$t_idle; max $(ms "$tmax" 3) ms | ≤ 1 s (SPEC §12) | $(ok "$worst_t <= 1000000 && $tmax <= 1000000") |
+| probe-lease round trip (\`Machines::pooled\`, won), p50 / p99 | back to back **$(ms "$l50" 3) / $(ms "$l99" 3) ms** against a bare PING $(ms "$g50" 3) / $(ms "$g99" 3) ms ($(ratio "$l50" "$g50" 3)× / $(ratio "$l99" "$g99" 3)×)$l_idle; lost to a peer's lease $(ms "$lost50" 3) / $(ms "$lost99" 3) ms; released (compare-and-delete) $(ms "$(kv "$R_BUSY" p50_us)" 3) / $(ms "$(kv "$R_BUSY" p99_us)" 3) ms after the drop; not won: $unavailable | ≤ cluster.timeout (50 ms), every round won | $(ok "$worst_l <= 50000 && $unavailable == 0") |
 | throughput, ON / OFF ($CONNS connections, $ROUNDS rounds of ${ROUND_SECS}s each) | ON $(thousands "$rn") req/s, OFF $(thousands "$ro") req/s: **$x×** (rounds $RATIO_LO–$RATIO_HI×; spread between rounds: OFF $so%, ON $sn%) | ≥ 0.95×: no measurable difference within this machine's noise | $(ok "$x >= 0.95") |
 | p99 ON − OFF at $CONNS connections (median of rounds) | ON $(ms "$p50n") / $(ms "$p99n") ms, OFF $(ms "$p50o") / $(ms "$p99o") ms (p50 / p99): **$(ms "$d99") ms** (OFF's p99 varies $(ms "$s99") ms between rounds) | within OFF's own spread, or ≤ 0.1 ms | $(ok "$d99 <= ($s99 > 100 ? $s99 : 100)") |
 | latency ON − OFF at $(thousands "$RPS") req/s (fixed rate, 1 s turns), p50 / p99 | ON $(ms "$q50n") / $(ms "$q99n") ms, OFF $(ms "$q50o") / $(ms "$q99o") ms: **$(ms "$dq50") / $(ms "$dq99") ms** (late sends, the generator's own hiccups: OFF $(kv "$Q_OFF" late_sends), ON $(kv "$Q_ON" late_sends) of $(kv "$Q_OFF" sent)) | p50 ≤ 0.1 ms added (a p99 this far out is the machine's scheduling) | $(ok "$dq50 <= 100") |

@@ -62,8 +62,8 @@ TASK_QUEUE=${BENCH_TASK_QUEUE:-10000}
 CHAT=/v1/chat/completions
 BODY='{"model":"code","messages":[{"role":"user","content":"hi"}]}'
 
-log() { printf '== %s\n' "$*" >&2; }
-die() { printf 'bench.sh: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
 
 # ---------------------------------------------------------------- tools
 need_install=()
@@ -99,58 +99,17 @@ for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks; 
 done
 
 # ---------------------------------------------------------------- processes
-TMP=$(mktemp -d /tmp/labrouter-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_processes labrouter-bench
 
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 [ "$(ulimit -n)" -ge $((STREAMS * 2 + 200)) ] ||
   log "warning: open files limit $(ulimit -n) is low for $STREAMS streams"
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_port() { # port, name, pid
-  local i
-  for i in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || break
-    sleep 0.1
-  done
-  tail -20 "$TMP/$2.log" >&2 || true
-  die "$2 did not start on 127.0.0.1:$1"
-}
-start() { # name port command... ; sets LAST_PID (no subshell: the trap must see it)
-  local name=$1 port=$2
-  shift 2
-  port_free "$port" || die "127.0.0.1:$port is taken (set BENCH_PORT to another base)"
-  "$@" >"$TMP/$name.log" 2>&1 &
-  LAST_PID=$!
-  PIDS+=("$LAST_PID")
-  wait_port "$port" "$name" "$LAST_PID"
-}
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-# kv LINE KEY -> value of KEY=value in LINE
-kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
 # Formatting for the tables.
 f() { awk -v v="$1" -v d="${2:-0}" 'BEGIN { printf "%.*f", d, v }'; }
-ms() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1000 }'; }           # µs -> ms
 mb() { awk -v v="$1" 'BEGIN { printf "%.1f", v / 1024 }'; }           # kB -> MB
 mb2() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1024 }'; }          # kB -> MB, 2 decimals
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
-ok() { awk "BEGIN { exit !($1) }" && echo "**met**" || echo "**missed**"; }
-thousands() { printf '%.0f' "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
-LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-machine() {
-  local cpu
-  cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-  echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($cpu), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load before: $LOAD_BEFORE"
-}
 
 for p in "$P_FAST" "$P_DRIP" "$P_SLOW" "$P_HANG" "$P_ROUTER" "$P_NGINX" "$P_ROUTER2" \
   "$P_HELD" "$P_TASKS" "$P_TASKS2"; do
@@ -303,25 +262,6 @@ curl -s -D - -o /dev/null --max-time 5 -H 'content-type: application/json' -d "$
 
 # ---------------------------------------------------------------- 1, 2: fixed concurrency
 ROUND_SECS=$(( SECS / ROUNDS > 0 ? SECS / ROUNDS : 1 ))
-wrk_once() { # url secs [--latency] -> WRK line
-  local out
-  out=$(BENCH_BODY=${BENCH_BODY_OVERRIDE:-$BODY} wrk -t"$THREADS" -c"$CONNS" -d"${2}s" --latency \
-    -s "$ROOT/benches/bench/post.lua" "$1" 2>&1) || die "wrk failed on $1: $out"
-  grep '^WRK ' <<<"$out" || die "wrk printed no summary for $1: $out"
-}
-# Rounds of WRK lines -> one: requests and errors summed, req/s averaged, percentiles the
-# median of the rounds, max the max.
-wrk_agg() {
-  awk '
-    function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } return a[int((n + 1) / 2)] }
-    { n++; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1], n] = kv[2] } }
-    END {
-      for (k = 1; k <= n; k++) { req += v["requests", k]; rps += v["rps", k]; se += v["status_errors", k]; ke += v["socket_errors", k]
-        p50[k] = v["p50_us", k]; p90[k] = v["p90_us", k]; p99[k] = v["p99_us", k]; if (v["max_us", k] > mx) mx = v["max_us", k] }
-      printf "WRK requests=%d rps=%.0f p50_us=%d p90_us=%d p99_us=%d max_us=%d status_errors=%d socket_errors=%d rounds=%d\n",
-        req, rps / n, med(p50, n), med(p90, n), med(p99, n), mx, se, ke, n
-    }'
-}
 # Targets take turns, ROUNDS times; prints one aggregated WRK line per target, in order.
 wrk_rounds() {
   local u r
