@@ -285,7 +285,11 @@ impl Link {
 
     /// A request saw Redis fail (counted by [`bounded`]): the worker checks the connection now.
     fn trouble(&self, why: &str) {
-        tracing::debug!(error = %crate::text::bounded(why), "cluster: a Redis operation failed");
+        // Rare by construction: without a connection no request asks Redis anything.
+        tracing::warn!(
+            error = %crate::text::bounded(why),
+            "cluster: a Redis operation failed; this request goes on with this router's own breakers"
+        );
         self.send(Job::Check);
     }
 

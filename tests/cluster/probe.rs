@@ -61,7 +61,8 @@ async fn after_the_cooldown_one_probe_for_the_whole_pool_closes_it_everywhere() 
     assert_eq!(
         lab.a.work_hits() - a0,
         1,
-        "30 requests over three routers, one probe on the wire: {replies:#?}"
+        "30 requests over three routers, one probe on the wire: {replies:#?}\n{}",
+        lab.diagnose().await
     );
     assert_eq!(count(&replies, |r| r.status == 200), 30, "{replies:#?}");
     assert_eq!(count(&replies, |r| r.served_by(A)), 1, "{replies:#?}");
@@ -102,7 +103,8 @@ async fn a_failed_probe_reopens_everywhere_with_the_doubled_cooldown() {
     assert_eq!(
         lab.a.work_hits() - a0,
         1,
-        "30 requests over three routers, one probe on the wire: {replies:#?}"
+        "30 requests over three routers, one probe on the wire: {replies:#?}\n{}",
+        lab.diagnose().await
     );
     assert_eq!(
         count(&replies, |r| r.served_by(B)),
