@@ -39,6 +39,9 @@ const MAX_RECORDS: usize = 100;
 /// At most this many tasks are routed per tick (each reads its request from the store),
 /// so a long queue after a restart does not hold up the tasks already routed.
 const ROUTE_BATCH: usize = 256;
+/// A tick looks through the ready tasks this many at a time, the queue's lock released
+/// in between.
+const READY_CHUNK: usize = 256;
 /// The backoff after a walk that failed: 1 s, doubling, at most 1 min (SPEC §10).
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
@@ -124,6 +127,9 @@ struct Queue {
     probing: HashSet<Vec<ModelId>>,
     /// Groups whose last walk served: their tasks start as slots allow.
     open: HashSet<Vec<ModelId>>,
+    /// Every entry's deadline, soonest first: a tick finds what expired and what is due
+    /// next without looking at every entry (kept by [`Queue::put`] and [`Queue::take`]).
+    deadlines: BTreeSet<(Instant, TaskId)>,
     next_order: u64,
     running: u32,
     /// Tasks finished whose last state is on its way to the disk: reads find them here
@@ -132,6 +138,17 @@ struct Queue {
 }
 
 impl Queue {
+    fn put(&mut self, e: Entry) {
+        self.deadlines.insert((e.deadline, e.task.id.clone()));
+        self.entries.insert(e.task.id.clone(), e);
+    }
+
+    fn take(&mut self, id: &TaskId) -> Option<Entry> {
+        let e = self.entries.remove(id)?;
+        self.deadlines.remove(&(e.deadline, e.task.id.clone()));
+        Some(e)
+    }
+
     /// One of `child`'s parents succeeded: with none left pending, it is ready.
     fn parent_succeeded(&mut self, child: &TaskId) {
         let Some(e) = self.entries.get_mut(child) else {
@@ -319,7 +336,7 @@ impl Scheduler {
         if pending == 0 {
             q.ready.insert(key(&e));
         }
-        q.entries.insert(e.task.id.clone(), e);
+        q.put(e);
     }
 
     async fn read<T: Send + 'static>(

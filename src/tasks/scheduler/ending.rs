@@ -16,7 +16,7 @@ impl Scheduler {
         let mut acks = Vec::new();
         let mut todo = vec![(id.clone(), status, Some(err))];
         while let Some((id, status, err)) = todo.pop() {
-            let Some(mut e) = q.entries.remove(&id) else {
+            let Some(mut e) = q.take(&id) else {
                 continue;
             };
             q.ready.remove(&key(&e));
@@ -88,7 +88,7 @@ impl Scheduler {
             let gk = group.to_vec();
             q.probing.remove(&gk);
             // Taken out while it is decided; put back unless it ended.
-            let Some(mut e) = q.entries.remove(id) else {
+            let Some(mut e) = q.take(id) else {
                 // Ended meanwhile (cancelled, expired): `end` accounted for the walk.
                 drop(q);
                 self.wake.notify_one();
@@ -241,7 +241,7 @@ impl Scheduler {
             }
             let k = key(&e);
             if !done {
-                q.entries.insert(id.clone(), e);
+                q.put(e);
             }
             match end {
                 Some((status, err)) => acks.extend(self.end(&mut q, id, status, err)),

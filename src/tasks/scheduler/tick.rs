@@ -65,13 +65,13 @@ impl Scheduler {
         let mut soon = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         let mut to_route: Vec<TaskId> = Vec::new();
         let mut to_start: Vec<(TaskId, Group)> = Vec::new();
-        {
+        let mut running = {
             let mut q = lock(&self.queue);
             let expired: Vec<TaskId> = q
-                .entries
-                .values()
-                .filter(|e| e.deadline <= now)
-                .map(|e| e.task.id.clone())
+                .deadlines
+                .iter()
+                .take_while(|(deadline, _)| *deadline <= now)
+                .map(|(_, id)| id.clone())
                 .collect();
             for id in expired {
                 acks.extend(self.end(
@@ -84,20 +84,39 @@ impl Scheduler {
                     ),
                 ));
             }
-            for e in q.entries.values() {
-                soon(e.deadline);
+            if let Some((deadline, _)) = q.deadlines.first() {
+                soon(*deadline);
             }
             q.parked.retain(|_, until| until.is_none_or(|u| u > now));
             for until in q.parked.values().flatten() {
                 soon(*until);
             }
-            let mut full: HashSet<Vec<ModelId>> = HashSet::new();
+            q.running
+        };
+        // The ready tasks in order, a chunk per lock: a long queue held back by a machine
+        // that is down is looked through, but a submit (a serving thread) never waits for
+        // the whole of it.
+        let mut full: HashSet<Vec<ModelId>> = HashSet::new();
+        let mut after: Option<Key> = None;
+        loop {
+            let mut q = lock(&self.queue);
             let mut starting: HashSet<Vec<ModelId>> = HashSet::new();
-            let mut running = q.running;
-            for k in &q.ready {
+            let from = match &after {
+                None => std::ops::Bound::Unbounded,
+                Some(k) => std::ops::Bound::Excluded(k),
+            };
+            let mut done = true;
+            let mut last: Option<&Key> = None;
+            let ready = q.ready.range((from, std::ops::Bound::Unbounded));
+            for (seen, k) in ready.enumerate() {
                 if running >= limits.max_running || to_route.len() >= ROUTE_BATCH {
                     break;
                 }
+                if seen == READY_CHUNK {
+                    done = false;
+                    break;
+                }
+                last = Some(k);
                 let Some(e) = q.entries.get(&k.2) else {
                     continue;
                 };
@@ -113,13 +132,13 @@ impl Scheduler {
                     to_route.push(k.2.clone());
                     continue;
                 };
-                let gk: Vec<ModelId> = group.to_vec();
-                let open = q.open.contains(&gk);
+                let gk: &[ModelId] = group;
+                let open = q.open.contains(gk);
                 // A group not known to serve is walked by one task at a time: one probe
                 // per recovering machine, not one per waiting task.
-                if full.contains(&gk)
-                    || q.parked.contains_key(&gk)
-                    || (!open && (q.probing.contains(&gk) || starting.contains(&gk)))
+                if q.parked.contains_key(gk)
+                    || full.contains(gk)
+                    || (!open && (q.probing.contains(gk) || starting.contains(gk)))
                 {
                     continue;
                 }
@@ -128,20 +147,25 @@ impl Scheduler {
                     .map(|&m| fleet.registry.models[m].machine)
                     .collect();
                 if !self.slots.any_free(fleet, &machines) {
-                    full.insert(gk);
+                    full.insert(gk.to_vec());
                     continue;
                 }
                 if !open {
-                    starting.insert(gk);
+                    starting.insert(gk.to_vec());
                 }
                 running += 1;
                 to_start.push((k.2.clone(), Arc::clone(group)));
             }
+            let last = last.cloned();
             q.probing.extend(starting);
-            if to_route.len() >= ROUTE_BATCH {
-                // More to route: come back at once, after starting what can start.
-                self.wake.notify_one();
+            if done {
+                break;
             }
+            after = last;
+        }
+        if to_route.len() >= ROUTE_BATCH {
+            // More to route: come back at once, after starting what can start.
+            self.wake.notify_one();
         }
         self.told(acks).await;
         for id in to_route {
