@@ -25,6 +25,8 @@
 #   BENCH_TASK_SECS [5]  seconds of submit load;  BENCH_TASK_CLIENTS [64] concurrent submitters
 #   BENCH_TASK_QUEUE [10000]  tasks queued for the memory, disk and resume figures
 #   BENCH_ONLY=tasks     run only the task benchmarks
+#   BENCH_WORKERS        `labrouter serve --workers` for the proxy routers (sections 1-7; the
+#                        task routers keep the default)
 #   BENCH_NO_BUILD=1     use the binaries in target/release as they are ($CARGO_TARGET_DIR/release
 #                        when that is set)
 #   BENCH_NO_PERF=1      CPU per request from /proc/PID/stat (utime + stime) even when perf
@@ -55,6 +57,7 @@ P_FAST=$((BASE + 1)) P_DRIP=$((BASE + 2)) P_SLOW=$((BASE + 3)) P_HANG=$((BASE + 
 P_ROUTER=$((BASE + 10)) P_NGINX=$((BASE + 11)) P_ROUTER2=$((BASE + 12))
 P_HELD=$((BASE + 9)) P_TASKS=$((BASE + 13)) P_TASKS2=$((BASE + 14))
 ONLY=${BENCH_ONLY:-}
+WORKERS=${BENCH_WORKERS:-}
 case "$ONLY" in "" | tasks) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks\n' "$ONLY" >&2; exit 2;; esac
 TASK_SECS=${BENCH_TASK_SECS:-5}
 TASK_CLIENTS=${BENCH_TASK_CLIENTS:-64}
@@ -236,7 +239,7 @@ config() { # listen-port state-dir -> registry file
   echo "$f"
 }
 REG=$(config "$P_ROUTER" "$TMP/state")
-start labrouter "$P_ROUTER" env RUST_LOG=warn "$BIN/labrouter" serve --config "$REG"
+start labrouter "$P_ROUTER" env RUST_LOG=warn "$BIN/labrouter" serve --config "$REG" ${WORKERS:+--workers "$WORKERS"}
 ROUTER_PID=$LAST_PID
 sleep 1
 RSS_IDLE=$(rss_kb "$ROUTER_PID")
@@ -362,7 +365,7 @@ D_BUILD=$(bench_median build_router)
 log "7. memory: a fresh labrouter, idle, then $STREAMS slow streams open"
 RSS_AFTER_LOAD=$(rss_kb "$ROUTER_PID")
 REG2=$(config "$P_ROUTER2" "$TMP/state2")
-start labrouter2 "$P_ROUTER2" env RUST_LOG=warn "$BIN/labrouter" serve --config "$REG2"
+start labrouter2 "$P_ROUTER2" env RUST_LOG=warn "$BIN/labrouter" serve --config "$REG2" ${WORKERS:+--workers "$WORKERS"}
 ROUTER2_PID=$LAST_PID
 sleep 1
 RSS2_IDLE=$(rss_kb "$ROUTER2_PID")

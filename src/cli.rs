@@ -54,6 +54,11 @@ pub enum Command {
         /// The registry file.
         #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
         config: PathBuf,
+        /// Serve requests on this many threads of their own, each with its own connections
+        /// to the machines, as nginx's worker_processes; 0 (the default) serves them on the
+        /// runtime the background work shares. Pays for proxy-heavy labs; see the README.
+        #[arg(long, default_value_t = 0, env = "LABROUTER_WORKERS", value_parser = clap::value_parser!(u16).range(0..=1024))]
+        workers: u16,
     },
     /// Validate a registry file without serving.
     Check {
@@ -215,6 +220,32 @@ mod tests {
         {
             Command::Sim { api, .. } => Ok(api),
             other => Err(format!("not sim: {other:?}")),
+        }
+    }
+
+    /// `serve`'s `--workers` of one command line, or clap's error text.
+    fn serve_workers(args: &[&str]) -> Result<u16, String> {
+        let line = ["labrouter", "serve"].iter().chain(args);
+        match Cli::try_parse_from(line)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Serve { workers, .. } => Ok(workers),
+            other => Err(format!("not serve: {other:?}")),
+        }
+    }
+
+    #[test]
+    fn serve_workers_is_0_by_default_or_a_number_up_to_1024() {
+        assert_eq!(serve_workers(&[]), Ok(0));
+        assert_eq!(serve_workers(&["--workers", "3"]), Ok(3));
+        assert_eq!(serve_workers(&["--workers", "1024"]), Ok(1024));
+        for bad in ["1025", "many"] {
+            let err = serve_workers(&["--workers", bad]).unwrap_err();
+            assert!(
+                err.contains(&format!("'{bad}'")) && err.contains("--workers"),
+                "{err}"
+            );
         }
     }
 

@@ -30,15 +30,22 @@ pub struct RunOptions {
     pub systemd: bool,
     /// Each notification reloads the registry file, as SIGHUP does (tests, embedders).
     pub reload: Option<Arc<Notify>>,
+    /// Serve on this many threads of their own, a runtime each
+    /// ([`crate::server::serve_on_workers`]); 0 serves on the caller's runtime. Each thread
+    /// has its own upstream connections when the fleet was built after
+    /// [`crate::upstream::worker_pools`] was told as many; else they share one pool.
+    pub workers: usize,
 }
 
 impl RunOptions {
-    /// `labrouter serve`: SIGHUP reloads, systemd hears READY and STOPPING.
-    pub fn service() -> RunOptions {
+    /// `labrouter serve`: SIGHUP reloads, systemd hears READY and STOPPING, `workers`
+    /// serving threads.
+    pub fn service(workers: usize) -> RunOptions {
         RunOptions {
             sighup: true,
             systemd: true,
             reload: None,
+            workers,
         }
     }
 }
@@ -62,6 +69,7 @@ pub async fn run(
             machines = fleet.registry.machines.len(),
             routes = fleet.registry.routes.len(),
             config = %svc.config().map_or("(none)".into(), |c| c.display().to_string()),
+            workers = opts.workers,
             "labrouter serving"
         );
         fleet.registry.server.shutdown_grace
@@ -78,7 +86,10 @@ pub async fn run(
         }
         tracing::info!("shutting down: no new connections; letting requests in flight finish");
     };
-    let served = crate::serve(listener, Arc::clone(&svc), stopping, grace).await;
+    let served = match opts.workers {
+        0 => crate::serve(listener, Arc::clone(&svc), stopping, grace).await,
+        n => crate::server::serve_on_workers(listener, Arc::clone(&svc), stopping, grace, n).await,
+    };
     drop(background);
     flush(&svc).await;
     tracing::info!("labrouter stopped");

@@ -30,6 +30,10 @@ use tower::ServiceExt;
 use crate::clock::{from_now, Instant};
 use crate::service::Service;
 
+mod workers;
+
+pub use workers::serve_on_workers;
+
 /// How slowly a client may send, and how long it may idle (from `server:`).
 #[derive(Clone, Copy, Debug)]
 struct Limits {
@@ -46,9 +50,20 @@ pub async fn serve(
     grace: Duration,
 ) -> std::io::Result<()> {
     let max_connections = svc.fleet().registry.server.max_connections;
-    let app = crate::app(Arc::clone(&svc));
     // Past the limit, connections wait in the kernel's accept queue, not in our memory.
     let permits = Arc::new(Semaphore::new(max_connections));
+    serve_with(listener, svc, shutdown, grace, permits).await
+}
+
+/// [`serve`] with the connection permits given: several accept loops share one bound.
+async fn serve_with(
+    listener: TcpListener,
+    svc: Arc<Service>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+    permits: Arc<Semaphore>,
+) -> std::io::Result<()> {
+    let app = crate::app(Arc::clone(&svc));
     let (stop, stopping) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {

@@ -4,6 +4,8 @@
 //! carries its decisions: what the breaker records, whose fault it was (so whether the
 //! chain may move on), and what the client sees if nothing else serves.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -35,14 +37,37 @@ pub use crate::outcome::Endpoint;
 type Hot =
     hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// How many pools each machine's hot client has: one per serving thread of
+/// `labrouter serve`, and one for every other thread (see [`worker_pools`]).
+static POOLS: AtomicUsize = AtomicUsize::new(1);
+
+thread_local! {
+    /// The pool this thread's requests use: 0 everywhere but on serving threads.
+    static POOL: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Gives each of `workers` serving threads its own pool of connections to every machine,
+/// for the machines built from now on (call it before the fleet is built). A request and
+/// the upstream connection it rides are then driven by the same thread: a connection from a
+/// shared pool is driven wherever it was opened, so each request paid wake-ups across
+/// threads (issue 13's profile).
+pub fn worker_pools(workers: usize) {
+    POOLS.store(workers.saturating_add(1), Ordering::Relaxed);
+}
+
+/// This thread is serving thread `i` (from 1) and takes its connections from pool `i`.
+pub fn use_worker_pool(i: usize) {
+    POOL.with(|p| p.set(i));
+}
+
 /// A stream's body after its first chunk.
 pub type Chunks = BoxStream<'static, Result<Bytes, hyper::Error>>;
 
 /// A machine as the request path sees it: its pooled clients, URLs and timeouts.
 pub struct Upstream {
     /// Work (every attempt): hyper's client, one layer under the request, its connections
-    /// pooled and driven by the runtime's workers.
-    hot: Hot,
+    /// pooled per serving thread ([`worker_pools`]) and driven by it.
+    hot: Box<[Hot]>,
     /// Everything else (liveness and health checks, `/api/ps`, `/api/show`, model lists).
     client: reqwest::Client,
     pub name: String,
@@ -147,10 +172,12 @@ impl Upstream {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        let hot = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_timer(TokioTimer::new())
-            .build(tls);
+        let mut hot = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
+        hot.pool_idle_timeout(Duration::from_secs(90))
+            .pool_timer(TokioTimer::new());
+        let hot = (0..POOLS.load(Ordering::Relaxed).max(1))
+            .map(|_| hot.build(tls.clone()))
+            .collect();
         Ok(Upstream {
             hot,
             native: [
@@ -209,7 +236,8 @@ impl Upstream {
         if let Some(auth) = &self.auth {
             headers.insert(AUTHORIZATION, auth.clone());
         }
-        let send = self.hot.request(req);
+        let pool = POOL.with(Cell::get);
+        let send = self.hot.get(pool).unwrap_or(&self.hot[0]).request(req);
         let resp = match self
             .wait_alive(send, self.timeouts.first_byte, deadline, lease)
             .await

@@ -492,3 +492,130 @@ async fn counter_samples_are_written_every_minute_without_telegram() {
     assert!(store.flush(Duration::from_secs(5)));
     assert_eq!(read().len(), samples.len(), "no sample after run returned");
 }
+
+// === `labrouter serve`'s serving threads (RunOptions::workers) ===
+
+/// The whole service on two serving threads of its own, each its own runtime.
+async fn on_two_threads(lab: &Lab, server: &str) -> Running {
+    lab.write(
+        &lab.yaml()
+            .replace("  max_body: 64KiB", &format!("  max_body: 64KiB\n{server}")),
+    );
+    labrouter::upstream::worker_pools(2);
+    let opts = RunOptions {
+        workers: 2,
+        ..RunOptions::default()
+    };
+    Running::start(lab.service(), opts).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_threads_drain_every_request_in_flight_and_run_returns_ok() {
+    let lab = Lab::start().await;
+    let running = on_two_threads(&lab, "").await;
+    let base = running.base.clone();
+    lab.local
+        .set(Fault::SlowFirstByte(Duration::from_millis(600)));
+    // Six requests on six connections, accepted by whichever thread is free.
+    let requests: Vec<_> = (0..6)
+        .map(|_| tokio::spawn(chat_on_own_connection(base.clone())))
+        .collect();
+    for _ in 0..250 {
+        if lab.local.work_hits() == 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(lab.local.work_hits(), 6, "all six reached the machine");
+    let stopped = tokio::spawn(running.stop());
+    // The machine answers 600 ms after each arrived: run is still draining.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !stopped.is_finished(),
+        "run returned before its threads drained"
+    );
+    for request in requests {
+        let (status, body) = request.await.unwrap();
+        assert_eq!(status, 200, "drained, not cut: {body}");
+        assert!(body.contains("ok from local"), "{body}");
+    }
+    stopped
+        .await
+        .unwrap()
+        .expect("run returned Ok after draining");
+    assert!(
+        reqwest::get(format!("{base}/healthz")).await.is_err(),
+        "no longer listening on any thread"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_threads_share_one_max_connections_bound() {
+    let lab = Lab::start().await;
+    let running = on_two_threads(
+        &lab,
+        "  max_connections: 2\n  header_timeout: 10s\n  idle_timeout: 10s",
+    )
+    .await;
+    let addr = running.base.trim_start_matches("http://").to_string();
+    // Running::start's own check has closed by now or holds a permit until it does: wait
+    // until two kept-alive connections are both answered.
+    let mut first = healthz_connection(&addr).await;
+    let second = healthz_connection(&addr).await;
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    write_healthz(&mut third).await;
+    // Two open connections hold both permits, whichever threads accepted them: the third
+    // waits in the accept queue (a bound per thread would let the other thread serve it).
+    let mut buf = [0u8; 512];
+    let early =
+        tokio::time::timeout(Duration::from_millis(300), read_some(&mut third, &mut buf)).await;
+    assert!(
+        early.is_err(),
+        "the third connection was served past max_connections 2"
+    );
+    // One closes: the third is accepted and answered.
+    drop(second);
+    let n = tokio::time::timeout(Duration::from_secs(10), read_some(&mut third, &mut buf))
+        .await
+        .expect("the third connection is served once a permit is free");
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    write_healthz(&mut first).await;
+    assert!(read_some(&mut first, &mut buf).await > 0);
+    drop((first, third));
+    running.stop().await.unwrap();
+}
+
+/// A chat request on a client of its own (so a connection of its own): status and body.
+async fn chat_on_own_connection(base: String) -> (u16, String) {
+    let resp = chat(&base, "chat").await;
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap_or_default())
+}
+
+/// A connection that has had one `/healthz` answered and stays open.
+async fn healthz_connection(addr: &str) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    write_healthz(&mut s).await;
+    let mut buf = [0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(10), read_some(&mut s, &mut buf))
+        .await
+        .expect("served");
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    s
+}
+
+async fn write_healthz(s: &mut tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+}
+
+async fn read_some(s: &mut tokio::net::TcpStream, buf: &mut [u8]) -> usize {
+    use tokio::io::AsyncReadExt;
+    s.read(buf).await.unwrap()
+}

@@ -16,7 +16,7 @@ use crate::service::Service;
 #[allow(clippy::print_stdout, reason = "the CLI's printing")]
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve { config } => serve(&config).await,
+        Command::Serve { config, workers } => serve(&config, workers.into()).await,
         Command::Status { url, json } => crate::status::print(&url, json).await,
         Command::Task { url, command } => super::task::run(&url, command).await,
         Command::Check { file } => match Registry::load(&file) {
@@ -123,14 +123,22 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 /// `labrouter serve`: binds `server.listen` and runs the whole service until Ctrl-C or
-/// SIGTERM.
-async fn serve(config: &Path) -> anyhow::Result<ExitCode> {
+/// SIGTERM, on `workers` serving threads of their own (0: on this runtime).
+async fn serve(config: &Path, workers: usize) -> anyhow::Result<ExitCode> {
+    // Before the fleet is built: its machines get a connection pool per serving thread.
+    crate::upstream::worker_pools(workers);
     let svc = Arc::new(Service::open(config)?);
     let listen = svc.fleet().registry.server.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    crate::run(svc, listener, shutdown_signal(), RunOptions::service()).await?;
+    crate::run(
+        svc,
+        listener,
+        shutdown_signal(),
+        RunOptions::service(workers),
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

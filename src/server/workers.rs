@@ -1,0 +1,150 @@
+//! `labrouter serve --workers N`: N serving threads, as nginx runs a worker process per
+//! core. Each has its own current-thread runtime, accepts on the same socket, and drives
+//! its connections, their requests and the upstream connections they ride
+//! ([`crate::upstream::use_worker_pool`]) itself. On the shared multi-thread runtime a
+//! request and its upstream connection were often driven by different workers, and each
+//! request paid the wake-ups between them (issue 13's profile; the README's Performance
+//! section has the figures). Background work (health checks, the task scheduler, Redis,
+//! Telegram) stays on the caller's runtime.
+//!
+//! One `server.max_connections` bound holds across the threads, and the shutdown drains
+//! every thread's requests in flight within the one `shutdown_grace`.
+//!
+//! Not the default: a serving thread that waits for a lock waits with all its connections.
+//! Durable task submits take the task queue's lock and wait for the store's writer, and on
+//! a machine whose cores are all busy the lock's holder is often not running: with the
+//! load generator beside it on 2 cores, two serving threads took 6,000–7,700 submits/s
+//! where the shared runtime took 18,500 (`BENCH_ONLY=tasks scripts/bench.sh`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch, Semaphore};
+
+use crate::service::Service;
+
+/// Serves on `workers` threads (at least one) until `shutdown` resolves, then lets each
+/// drain for at most `grace`, as [`super::serve`] does on the caller's runtime. A thread that
+/// fails (it cannot build its runtime or register the socket) stops them all with its error.
+pub async fn serve_on_workers(
+    listener: TcpListener,
+    svc: Arc<Service>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+    workers: usize,
+) -> std::io::Result<()> {
+    let workers = workers.max(1);
+    let socket = listener.into_std()?;
+    let permits = Arc::new(Semaphore::new(svc.fleet().registry.server.max_connections));
+    // Every thread stops when this says so, or when it is dropped (this future with it).
+    let (stop, stopping) = watch::channel(false);
+    let (finished, mut ended) = mpsc::unbounded_channel();
+    let mut started = 0;
+    let mut failed: Option<std::io::Error> = None;
+    for i in 1..=workers {
+        let spawned = socket.try_clone().and_then(|socket| {
+            let ctx = Worker {
+                i,
+                svc: Arc::clone(&svc),
+                permits: Arc::clone(&permits),
+                stopping: stopping.clone(),
+                grace,
+            };
+            let done = Finished {
+                tx: finished.clone(),
+                result: None,
+            };
+            std::thread::Builder::new()
+                .name(format!("labrouter-http-{i}"))
+                .spawn(move || ctx.run(socket, done))
+        });
+        match spawned {
+            Ok(_) => started += 1,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    drop((socket, finished, stopping));
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut left = started;
+    if failed.is_none() {
+        tokio::select! {
+            () = &mut shutdown => {}
+            early = ended.recv() => {
+                left -= 1;
+                failed = Some(match early {
+                    Some(Err(e)) => e,
+                    _ => std::io::Error::other("a serving thread stopped before the shutdown"),
+                });
+            }
+        }
+    }
+    let _ = stop.send(true);
+    while left > 0 {
+        match ended.recv().await {
+            Some(Err(e)) => {
+                failed.get_or_insert(e);
+            }
+            Some(Ok(())) => {}
+            None => break,
+        }
+        left -= 1;
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// What one serving thread needs.
+struct Worker {
+    i: usize,
+    svc: Arc<Service>,
+    permits: Arc<Semaphore>,
+    stopping: watch::Receiver<bool>,
+    grace: Duration,
+}
+
+impl Worker {
+    fn run(self, socket: std::net::TcpListener, mut done: Finished) {
+        crate::upstream::use_worker_pool(self.i);
+        let Worker {
+            svc,
+            permits,
+            mut stopping,
+            grace,
+            ..
+        } = self;
+        let served = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .and_then(|runtime| {
+                runtime.block_on(async move {
+                    let listener = TcpListener::from_std(socket)?;
+                    let shutdown = async move {
+                        let _ = stopping.wait_for(|s| *s).await;
+                    };
+                    super::serve_with(listener, svc, shutdown, grace, permits).await
+                })
+                // The runtime drops here: whatever outlived the grace is cut.
+            });
+        done.result = Some(served);
+    }
+}
+
+/// Says how a serving thread ended when it is dropped, a panic included.
+struct Finished {
+    tx: mpsc::UnboundedSender<std::io::Result<()>>,
+    result: Option<std::io::Result<()>>,
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        let result = self
+            .result
+            .take()
+            .unwrap_or_else(|| Err(std::io::Error::other("a serving thread panicked")));
+        let _ = self.tx.send(result);
+    }
+}
