@@ -105,3 +105,48 @@ async fn two_hundred_tasks_wait_out_a_fifteen_minute_outage_and_only_probes_reac
     );
     lab.stop().await;
 }
+
+/// A tick looks through the ready tasks a chunk (256) at a time, the queue's lock released
+/// in between: a task that can run behind 300 held back by a machine that is down still
+/// starts at once.
+#[tokio::test(start_paused = true)]
+async fn a_task_that_can_run_starts_behind_three_hundred_held_back() {
+    let lab = Lab::start("").await;
+    let held = lab
+        .post(
+            "/admin/breakers/gpu-box/open",
+            json!({"by": "test", "why": "held down"}),
+        )
+        .await;
+    assert_eq!(held.status(), 200);
+    let mut held_back = Vec::new();
+    for i in 0..300 {
+        let t = lab
+            .submit(&format!("look at this photo #{i}"), json!({}))
+            .await;
+        held_back.push(t["id"].as_str().unwrap().to_string());
+    }
+    // Routed (256 a tick) and walked: every one finds vision-gpu held back.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        lab.statuses(&held_back).await,
+        vec![(TaskStatus::Waiting, 300)],
+        "all wait for gpu-box"
+    );
+
+    let chat = lab.submit("hello there", json!({})).await;
+    let id = chat["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t = lab.task(&id).await;
+    assert_eq!(t["status"], "succeeded", "{t}");
+    assert_eq!(
+        lab.work(),
+        (0, 0, 1),
+        "gpu-box held: only the chat reached a machine"
+    );
+    assert_eq!(
+        lab.statuses(&held_back).await,
+        vec![(TaskStatus::Waiting, 300)]
+    );
+    lab.stop().await;
+}
