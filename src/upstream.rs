@@ -4,8 +4,6 @@
 //! carries its decisions: what the breaker records, whose fault it was (so whether the
 //! chain may move on), and what the client sees if nothing else serves.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,8 +11,6 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
 use tokio::time::Instant;
@@ -26,39 +22,15 @@ use crate::outcome::{words, Attempted, Call, Fault, ModelId, Wire};
 use crate::registry::{Api, Machine, Timeouts};
 
 pub mod classify;
+mod hot;
 mod side;
 mod stream;
+
+pub use hot::{use_worker_pool, worker_pools};
 
 pub use stream::{error_event, relay, Convert, DoneLine, DoneTail, Framing, Tail};
 
 pub use crate::outcome::Endpoint;
-
-/// The hot path's HTTP client: hyper's pooled client, TLS for `https://` machines.
-type Hot =
-    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// How many pools each machine's hot client has: one per serving thread of
-/// `labrouter serve`, and one for every other thread (see [`worker_pools`]).
-static POOLS: AtomicUsize = AtomicUsize::new(1);
-
-thread_local! {
-    /// The pool this thread's requests use: 0 everywhere but on serving threads.
-    static POOL: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Gives each of `workers` serving threads its own pool of connections to every machine,
-/// for the machines built from now on (call it before the fleet is built). A request and
-/// the upstream connection it rides are then driven by the same thread: a connection from a
-/// shared pool is driven wherever it was opened, so each request paid wake-ups across
-/// threads (issue 13's profile).
-pub fn worker_pools(workers: usize) {
-    POOLS.store(workers.saturating_add(1), Ordering::Relaxed);
-}
-
-/// This thread is serving thread `i` (from 1) and takes its connections from pool `i`.
-pub fn use_worker_pool(i: usize) {
-    POOL.with(|p| p.set(i));
-}
 
 /// A stream's body after its first chunk.
 pub type Chunks = BoxStream<'static, Result<Bytes, hyper::Error>>;
@@ -67,7 +39,7 @@ pub type Chunks = BoxStream<'static, Result<Bytes, hyper::Error>>;
 pub struct Upstream {
     /// Work (every attempt): hyper's client, one layer under the request, its connections
     /// pooled per serving thread ([`worker_pools`]) and driven by it.
-    hot: Box<[Hot]>,
+    hot: hot::Hot,
     /// Everything else (liveness and health checks, `/api/ps`, `/api/show`, model lists).
     client: reqwest::Client,
     pub name: String,
@@ -162,22 +134,7 @@ impl Upstream {
             .strip_suffix("/v1")
             .unwrap_or(&machine.url)
             .to_string();
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(machine.timeouts.connect));
-        http.enforce_http(false);
-        let tls = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("cannot set up TLS: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let mut hot = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
-        hot.pool_idle_timeout(Duration::from_secs(90))
-            .pool_timer(TokioTimer::new());
-        let hot = (0..POOLS.load(Ordering::Relaxed).max(1))
-            .map(|_| hot.build(tls.clone()))
-            .collect();
+        let hot = hot::Hot::new(machine)?;
         Ok(Upstream {
             hot,
             native: [
@@ -236,8 +193,7 @@ impl Upstream {
         if let Some(auth) = &self.auth {
             headers.insert(AUTHORIZATION, auth.clone());
         }
-        let pool = POOL.with(Cell::get);
-        let send = self.hot.get(pool).unwrap_or(&self.hot[0]).request(req);
+        let send = self.hot.request(req);
         let resp = match self
             .wait_alive(send, self.timeouts.first_byte, deadline, lease)
             .await
