@@ -211,13 +211,19 @@ pub enum TaskCommand {
 mod tests {
     use super::*;
 
+    /// The command `labrouter <command> <args>` parses to, or clap's error text.
+    fn parsed(command: &str, args: &[&str]) -> Result<Command, String> {
+        let line = ["labrouter", command]
+            .into_iter()
+            .chain(args.iter().copied());
+        Cli::try_parse_from(line)
+            .map(|cli| cli.command)
+            .map_err(|e| e.to_string())
+    }
+
     /// The sim's `--api` of one command line, or clap's error text.
     fn sim_api(args: &[&str]) -> Result<SimApi, String> {
-        let line = ["labrouter", "sim"].iter().chain(args);
-        match Cli::try_parse_from(line)
-            .map_err(|e| e.to_string())?
-            .command
-        {
+        match parsed("sim", args)? {
             Command::Sim { api, .. } => Ok(api),
             other => Err(format!("not sim: {other:?}")),
         }
@@ -225,11 +231,7 @@ mod tests {
 
     /// `serve`'s `--workers` of one command line, or clap's error text.
     fn serve_workers(args: &[&str]) -> Result<u16, String> {
-        let line = ["labrouter", "serve"].iter().chain(args);
-        match Cli::try_parse_from(line)
-            .map_err(|e| e.to_string())?
-            .command
-        {
+        match parsed("serve", args)? {
             Command::Serve { workers, .. } => Ok(workers),
             other => Err(format!("not serve: {other:?}")),
         }

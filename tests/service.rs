@@ -102,6 +102,17 @@ async fn chat(base: &str, model: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// Waits (at most 2.5 s, real time) until `n` requests have reached `sim`; asserts they did.
+async fn until_work_hits(sim: &Sim, n: u64) {
+    for _ in 0..250 {
+        if sim.work_hits() == n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(sim.work_hits(), n, "{n} request(s) reached the machine");
+}
+
 fn phase(svc: &Service, machine: &str) -> String {
     let lab = svc.fleet();
     let i = lab.registry.machine_index(machine).unwrap();
@@ -365,13 +376,7 @@ async fn shutdown_drains_a_request_in_flight_and_run_returns_ok() {
         let base = base.clone();
         async move { chat(&base, "chat").await }
     });
-    for _ in 0..250 {
-        if lab.local.work_hits() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(lab.local.work_hits(), 1, "the request reached the machine");
+    until_work_hits(&lab.local, 1).await;
     let stopped = tokio::spawn(running.stop());
     let resp = request.await.unwrap();
     assert_eq!(
@@ -520,13 +525,7 @@ async fn serving_threads_drain_every_request_in_flight_and_run_returns_ok() {
     let requests: Vec<_> = (0..6)
         .map(|_| tokio::spawn(chat_on_own_connection(base.clone())))
         .collect();
-    for _ in 0..250 {
-        if lab.local.work_hits() == 6 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(lab.local.work_hits(), 6, "all six reached the machine");
+    until_work_hits(&lab.local, 6).await;
     let stopped = tokio::spawn(running.stop());
     // The machine answers 600 ms after each arrived: run is still draining.
     tokio::time::sleep(Duration::from_millis(100)).await;
