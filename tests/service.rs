@@ -113,6 +113,18 @@ async fn until_work_hits(sim: &Sim, n: u64) {
     assert_eq!(sim.work_hits(), n, "{n} request(s) reached the machine");
 }
 
+/// `run` (behind `stopped`) returned Ok after its drain, and nothing listens at `base`.
+async fn drained_and_closed(stopped: tokio::task::JoinHandle<std::io::Result<()>>, base: &str) {
+    stopped
+        .await
+        .unwrap()
+        .expect("run returned Ok after draining");
+    assert!(
+        reqwest::get(format!("{base}/healthz")).await.is_err(),
+        "no longer listening"
+    );
+}
+
 fn phase(svc: &Service, machine: &str) -> String {
     let lab = svc.fleet();
     let i = lab.registry.machine_index(machine).unwrap();
@@ -385,14 +397,7 @@ async fn shutdown_drains_a_request_in_flight_and_run_returns_ok() {
         "the request in flight was drained, not cut"
     );
     assert_eq!(support::content(resp).await, "ok from local");
-    stopped
-        .await
-        .unwrap()
-        .expect("run returned Ok after draining");
-    assert!(
-        reqwest::get(format!("{base}/healthz")).await.is_err(),
-        "no longer listening"
-    );
+    drained_and_closed(stopped, &base).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -538,14 +543,7 @@ async fn serving_threads_drain_every_request_in_flight_and_run_returns_ok() {
         assert_eq!(status, 200, "drained, not cut: {body}");
         assert!(body.contains("ok from local"), "{body}");
     }
-    stopped
-        .await
-        .unwrap()
-        .expect("run returned Ok after draining");
-    assert!(
-        reqwest::get(format!("{base}/healthz")).await.is_err(),
-        "no longer listening on any thread"
-    );
+    drained_and_closed(stopped, &base).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
