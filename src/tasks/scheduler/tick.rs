@@ -174,9 +174,6 @@ impl Scheduler {
         for (id, group) in to_start {
             self.start(fleet, &id, group).await;
         }
-        if !lock(&self.queue).ready.is_empty() {
-            // Routed tasks are looked at on the next tick.
-        }
         next
     }
 
