@@ -13,11 +13,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/process.rs"]
+mod process;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
+
+use process::{finished, get, until, Router};
 
 /// Tasks that finish before the kill, on healthy machines.
 const DONE_BEFORE: u32 = 8;
@@ -37,85 +40,6 @@ const SLOW: u32 = 20;
 const SLOW_SLOTS: u32 = 3;
 /// Submits sent at the moment of the kill: each either acknowledged or not, never half.
 const RACING: u32 = 10;
-
-// === the router, a child process ===
-
-struct Router {
-    child: Child,
-    base: String,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Router {
-    /// Starts `labrouter serve --config` and waits for the "labrouter serving" line that
-    /// names the port it bound.
-    async fn start(config: &Path) -> Router {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_labrouter"))
-            .args(["--log-format", "json", "serve", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .env_remove("LABROUTER_CONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the labrouter binary starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = tokio::sync::oneshot::channel::<String>();
-        let kept = Arc::clone(&log);
-        // Drains the log for the child's whole life (a full pipe would block it).
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(listen) = serving(&line) {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(listen);
-                    }
-                }
-                kept.lock().unwrap().push(line);
-            }
-        });
-        let mut router = Router {
-            child,
-            base: String::new(),
-            log,
-        };
-        match tokio::time::timeout(Duration::from_secs(10), rx).await {
-            Ok(Ok(listen)) => router.base = format!("http://{listen}"),
-            _ => panic!("the router did not start:\n{}", router.logs()),
-        }
-        router
-    }
-
-    /// SIGKILL: no drain, no flush, no chance to say goodbye.
-    fn kill9(&mut self) {
-        self.child.kill().expect("SIGKILL");
-        let status = self.child.wait().expect("reaped");
-        assert!(!status.success(), "killed, not exited: {status}");
-    }
-
-    fn logs(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The address in the JSON log line `labrouter serving`, if this is that line.
-fn serving(line: &str) -> Option<String> {
-    let v: Value = serde_json::from_str(line).ok()?;
-    let fields = v.get("fields")?;
-    (fields.get("message")?.as_str()? == "labrouter serving")
-        .then(|| fields.get("listen")?.as_str().map(str::to_string))
-        .flatten()
-}
 
 // === the wire: a counting relay in front of each machine ===
 
@@ -261,43 +185,6 @@ async fn submit(client: &reqwest::Client, base: &str, n: u32, route: &str) -> Op
     }
     let task: Value = resp.json().await.ok()?;
     Some(task["id"].as_str()?.to_string())
-}
-
-async fn get(client: &reqwest::Client, url: String) -> Value {
-    let resp = client.get(&url).send().await.expect(&url);
-    assert_eq!(resp.status(), 200, "GET {url}");
-    resp.json().await.unwrap()
-}
-
-/// Task `id` once it finished (or as it is after 20 s). Short `?wait=`s in a loop: a wait
-/// that lands between a task's end and its commit can miss the end and hold to its limit.
-async fn finished(client: &reqwest::Client, base: &str, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let t = get(client, format!("{base}/v1/tasks/{id}?wait=1s")).await;
-        let unfinished = ["blocked", "queued", "waiting", "running"];
-        if !unfinished.contains(&t["status"].as_str().unwrap_or("")) || Instant::now() > deadline {
-            return t;
-        }
-    }
-}
-
-/// Polls `done` every 20 ms until it holds; after `limit`, panics with `what` and the
-/// router's log.
-async fn until<F, Fut>(router: &Router, what: &str, limit: Duration, mut done: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !done().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting: {what}\n{}",
-            router.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// What a task was doing when the router was killed.
