@@ -338,10 +338,7 @@ async fn library_round(
                 let Ok(new) = submit::read(TASK.as_bytes(), &reg, SystemTime::now()) else {
                     return false;
                 };
-                matches!(
-                    scheduler.submit("", new, None, u32::MAX).await,
-                    Ok(Submitted::New(_))
-                )
+                matches!(scheduler.submit("", new, None).await, Ok(Submitted::New(_)))
             }
         }
     };

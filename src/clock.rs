@@ -24,6 +24,27 @@ pub fn from_now(d: Duration) -> Instant {
     after(Instant::now(), d)
 }
 
+/// The wall clock, moving with tokio's: `SystemTime::now()` in a running router, and in a
+/// test on the paused clock a time that advances exactly as far as the paused clock did.
+/// Times a router stores and shows (a task's `created_at`, `finished_at`) are read here,
+/// so tests that let paused time pass see stored times pass too, with no real sleep.
+#[allow(clippy::disallowed_types)] // std's Instant, only to compare it with tokio's
+pub fn wall() -> SystemTime {
+    let real = std::time::Instant::now();
+    let ours = Instant::now().into_std();
+    match ours.checked_duration_since(real) {
+        Some(ahead) => SystemTime::now()
+            .checked_add(ahead)
+            .unwrap_or_else(SystemTime::now),
+        None => {
+            let behind = real.saturating_duration_since(ours);
+            SystemTime::now()
+                .checked_sub(behind)
+                .unwrap_or(SystemTime::UNIX_EPOCH)
+        }
+    }
+}
+
 /// UTC, to the second: `2026-11-30T14:02:11Z` (empty if `t` is beyond jiff's range).
 pub fn rfc3339(t: SystemTime) -> String {
     jiff::Timestamp::try_from(t)

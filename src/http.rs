@@ -90,9 +90,14 @@ pub fn app(svc: Arc<Service>) -> Router {
         .with_state(svc)
 }
 
-/// Breakers, counters and routes, read live; the task queue's counts (one store read).
-async fn status(State(svc): State<Arc<Service>>) -> Json<crate::status::View> {
-    let tasks = crate::status::TasksView::read(&svc).await;
+/// Breakers, counters and routes, read live; the task queue's counts (one store read), with
+/// the caller's own tasks named.
+async fn status(
+    State(svc): State<Arc<Service>>,
+    owner: Option<axum::Extension<Owner>>,
+) -> Json<crate::status::View> {
+    let owner = owner.map(|o| o.0 .0).unwrap_or_default();
+    let tasks = crate::status::TasksView::read(&svc, &owner).await;
     Json(
         crate::status::View::of(&svc.fleet())
             .with_host(crate::host::stats())

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -223,7 +223,7 @@ impl Machines {
                     changed.push(tracker.name.clone());
                 }
                 g.breaker = next;
-                (transition, SystemTime::now())
+                (transition, crate::clock::wall())
             };
             if let Some(t) = transition {
                 announce(tracker, &self.bus, t, now, wall);
@@ -300,7 +300,7 @@ impl Machines {
     pub fn restore(&self, i: MachineId, restored: &Restored, max_age: Duration) {
         let tracker = &self.trackers[i.0];
         let now = Instant::now();
-        let wall = SystemTime::now();
+        let wall = crate::clock::wall();
         match restored {
             Restored::Found { verdict, written } => {
                 let age = wall.duration_since(*written).unwrap_or(Duration::ZERO);

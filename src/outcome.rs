@@ -20,7 +20,7 @@ pub mod words;
 pub use attempted::{Attempted, Effect, Fault, Held, Unserved};
 pub use ids::{MachineId, ModelId, RouteId};
 pub use phase::Phase;
-pub use task::{Delivery, TaskCode, TaskStatus};
+pub use task::{AttemptOutcome, Delivery, TaskCode, TaskStatus};
 pub use words::words;
 
 /// Which OpenAI endpoint a request is for; decides the path and what a valid answer holds.
@@ -177,6 +177,20 @@ impl Reason {
             Reason::ClientError => "client_error",
             Reason::StateUnreadable => "state_unreadable",
         }
+    }
+
+    /// A failure that says the machine is down rather than that the request is at fault:
+    /// it could not be reached, or hung. A task whose walk met only these uses no attempt.
+    pub fn means_down(self) -> bool {
+        matches!(
+            self,
+            Reason::Refused
+                | Reason::Reset
+                | Reason::Dns
+                | Reason::Tls
+                | Reason::ConnectTimeout
+                | Reason::Hung
+        )
     }
 
     /// The reason in plain words, without particulars: "connection refused".

@@ -19,8 +19,10 @@ use crate::route::Routed;
 use crate::upstream::{relay, Answer, Endpoint, Framing};
 
 mod failure;
+mod walk;
 
 pub use failure::nothing_served;
+pub use walk::{Gate, Open, Walk, Walked};
 
 pub static ROUTE: HeaderName = HeaderName::from_static("x-labrouter-route");
 pub static TARGET: HeaderName = HeaderName::from_static("x-labrouter-target");
@@ -52,6 +54,11 @@ pub trait Front: Send + Sync + 'static {
     /// How a machine's stream from `wire` reaches the client, and its content type when it
     /// changes.
     fn framing(&self, wire: Wire, started: Instant) -> (Framing, Option<HeaderValue>);
+    /// Whether a streamed answer can be given; a caller that keeps answers whole (a task)
+    /// counts a stream as a malformed answer.
+    fn takes_stream(&self) -> bool {
+        true
+    }
 }
 
 /// An OpenAI request to OpenAI's API: only `model` is rewritten, answers pass as they are.
@@ -101,123 +108,81 @@ pub async fn forward<F: Front>(
     let deadline = crate::clock::after(started, longest);
     let wait_until = wait.map(|w| crate::clock::after(started, w).min(deadline));
     let label: &str = decision.label(reg);
-    let first_backend = chain
-        .first()
-        .map_or("", |&m| reg.models[m].backend.as_str());
-    let mut attempts: Vec<Attempted> = Vec::new();
-
+    let walk = Walk {
+        fleet: &fleet,
+        label,
+        started,
+        deadline,
+    };
     loop {
         // Registered before the walk, so a change during the walk is not missed.
         let changed = fleet.machines.changed();
         tokio::pin!(changed);
         changed.as_mut().enable();
-
-        for &model in chain {
-            // Embeddings fall back only to the same backend model: vectors of another model
-            // would corrupt the client's index without a word (SPEC §4).
-            if front.embeds() && reg.models[model].backend != first_backend {
-                continue;
-            }
-            // The chain moves on while the request's deadline allows (SPEC §3.2).
-            if Instant::now() >= deadline && !attempts.is_empty() {
-                break;
-            }
-            let machine = reg.models[model].machine;
-            // A shared machine's probe is the pool's (SPEC §12).
-            let lease = match fleet.machines.admit_pooled(machine).await {
-                Ok(lease) => lease,
-                Err(rej) => {
-                    attempts.push(skipped(&fleet, model, &rej));
-                    continue;
-                }
-            };
-            let upstream = &fleet.upstreams[machine];
-            let (wire, body) = front.request(&reg.models[model].backend, upstream.api);
-            let failed = match upstream
-                .attempt(model, wire, body, deadline, &lease)
-                .await
-                .and_then(|answer| given(&front, model, wire, answer, started))
-            {
-                Ok(Answer::Full {
+        let attempts = match walk.run(chain, &front, &mut Open).await {
+            Walked::Full {
+                target,
+                status,
+                content_type,
+                body,
+                attempts,
+            } => {
+                return whole(
+                    &fleet,
+                    label,
                     status,
                     content_type,
                     body,
-                }) => {
-                    lease.succeed();
-                    count_served(&fleet, label, model, &attempts, started);
-                    let mut resp = Response::new(Body::from(body));
-                    *resp.status_mut() = status;
-                    resp.extensions_mut().insert(MachineAnswer);
-                    if let Some(ct) = content_type {
-                        resp.headers_mut()
-                            .insert(axum::http::header::CONTENT_TYPE, ct);
-                    }
-                    label_headers(resp.headers_mut(), &fleet, label, Some(model), &attempts);
-                    return resp;
-                }
-                Ok(Answer::Stream {
-                    status,
-                    content_type,
+                    Some(target),
+                    &attempts,
+                )
+            }
+            Walked::Stream {
+                target,
+                wire,
+                status,
+                content_type,
+                first,
+                rest,
+                lease,
+                attempts,
+            } => {
+                let upstream = Arc::clone(&fleet.upstreams[reg.models[target].machine]);
+                let (framing, translated) = front.framing(wire, started);
+                let body = relay(
                     first,
                     rest,
-                }) => {
-                    count_served(&fleet, label, model, &attempts, started);
-                    let target = reg.target_name(model);
-                    let (framing, translated) = front.framing(wire, started);
-                    let body = relay(
-                        first,
-                        rest,
-                        lease,
-                        Arc::clone(upstream),
-                        deadline,
-                        target,
-                        framing,
-                    );
-                    let mut resp = Response::new(Body::from_stream(body));
-                    *resp.status_mut() = status;
-                    let h = resp.headers_mut();
-                    if let Some(ct) = translated.or(content_type) {
-                        h.insert(axum::http::header::CONTENT_TYPE, ct);
-                    }
-                    h.insert(
-                        axum::http::header::CACHE_CONTROL,
-                        HeaderValue::from_static("no-cache"),
-                    );
-                    label_headers(h, &fleet, label, Some(model), &attempts);
-                    return resp;
+                    lease,
+                    upstream,
+                    deadline,
+                    reg.target_name(target),
+                    framing,
+                );
+                let mut resp = Response::new(Body::from_stream(body));
+                *resp.status_mut() = status;
+                let h = resp.headers_mut();
+                if let Some(ct) = translated.or(content_type) {
+                    h.insert(axum::http::header::CONTENT_TYPE, ct);
                 }
-                // The request's own fault: the machine's answer goes back as is.
-                Ok(Answer::Refused {
-                    status,
-                    content_type,
-                    body,
-                    attempted,
-                }) => {
-                    count_attempt(&fleet, machine, &attempted);
-                    lease.finish(&attempted);
-                    attempts.push(attempted);
-                    fleet.record_duration(label, started.elapsed().as_secs_f64());
-                    let mut resp = Response::new(Body::from(body));
-                    *resp.status_mut() = status;
-                    resp.extensions_mut().insert(MachineAnswer);
-                    if let Some(ct) = content_type {
-                        resp.headers_mut()
-                            .insert(axum::http::header::CONTENT_TYPE, ct);
-                    }
-                    label_headers(resp.headers_mut(), &fleet, label, None, &attempts);
-                    return resp;
-                }
-                Err(attempted) => attempted,
-            };
-            count_attempt(&fleet, machine, &failed);
-            lease.finish(&failed);
-            let move_on = failed.fault.may_fail_over();
-            attempts.push(failed);
-            if !move_on {
-                break;
+                h.insert(
+                    axum::http::header::CACHE_CONTROL,
+                    HeaderValue::from_static("no-cache"),
+                );
+                label_headers(h, &fleet, label, Some(target), &attempts);
+                return resp;
             }
-        }
-
+            // The request's own fault: the machine's answer goes back as is.
+            Walked::Refused {
+                status,
+                content_type,
+                body,
+                attempts,
+            } => {
+                fleet.record_duration(label, started.elapsed().as_secs_f64());
+                return whole(&fleet, label, status, content_type, body, None, &attempts);
+            }
+            Walked::Unserved { attempts } => attempts,
+        };
         // Nothing served. With x-labrouter-wait, and when nothing was even tried, wait for
         // the earliest breaker to admit a probe, then walk again.
         let all_skipped = attempts.iter().all(|a| !a.was_sent());
@@ -233,7 +198,6 @@ pub async fn forward<F: Front>(
                     () = tokio::time::sleep_until(soonest) => {}
                     () = &mut changed => {}
                 }
-                attempts.clear();
                 continue;
             }
         }
@@ -244,9 +208,31 @@ pub async fn forward<F: Front>(
     }
 }
 
+/// A machine's whole answer (served, or its refusal passed through) as the client's
+/// response, marked as a machine's answer for `Idempotency-Key`.
+fn whole(
+    fleet: &Fleet,
+    label: &str,
+    status: axum::http::StatusCode,
+    content_type: Option<HeaderValue>,
+    body: Bytes,
+    served: Option<ModelId>,
+    attempts: &[Attempted],
+) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = status;
+    resp.extensions_mut().insert(MachineAnswer);
+    if let Some(ct) = content_type {
+        resp.headers_mut()
+            .insert(axum::http::header::CONTENT_TYPE, ct);
+    }
+    label_headers(resp.headers_mut(), fleet, label, served, attempts);
+    resp
+}
+
 /// A whole answer as the client gets it (streams are translated as they go, by their
 /// framing); one that cannot be given is a malformed answer.
-fn given<F: Front>(
+pub(crate) fn given<F: Front>(
     front: &F,
     model: ModelId,
     wire: Wire,

@@ -79,17 +79,33 @@ pub async fn run(
         crate::sdnotify::notify("READY=1");
     }
     let systemd = opts.systemd;
+    // When the drain began: requests in flight and running tasks share one grace.
+    let began = Arc::new(std::sync::OnceLock::new());
+    let (tasks, began_at) = (svc.tasks().cloned(), Arc::clone(&began));
     let stopping = async move {
         shutdown.await;
+        let _ = began_at.set(tokio::time::Instant::now());
+        if let Some(tasks) = &tasks {
+            tasks.stop_starting();
+        }
         if systemd {
             crate::sdnotify::notify("STOPPING=1");
         }
-        tracing::info!("shutting down: no new connections; letting requests in flight finish");
+        tracing::info!(
+            "shutting down: no new connections; letting requests and tasks in flight finish"
+        );
     };
     let served = match opts.workers {
         0 => crate::serve(listener, Arc::clone(&svc), stopping, grace).await,
         n => crate::server::serve_on_workers(listener, Arc::clone(&svc), stopping, grace, n).await,
     };
+    if let Some(tasks) = svc.tasks() {
+        let from = began
+            .get()
+            .copied()
+            .unwrap_or_else(tokio::time::Instant::now);
+        tasks.drain(crate::clock::after(from, grace)).await;
+    }
     drop(background);
     flush(&svc).await;
     tracing::info!("labrouter stopped");

@@ -21,7 +21,7 @@ pub async fn sample_counters_every(svc: Arc<Service>, every: Duration) {
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        sample_counters(&svc, SystemTime::now());
+        sample_counters(&svc, crate::clock::wall());
     }
 }
 

@@ -8,7 +8,6 @@
 use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 
@@ -123,7 +122,7 @@ impl Service {
             bus,
             config,
             reloading: Mutex::new(()),
-            boot_ms: crate::store::ms(SystemTime::now()),
+            boot_ms: crate::store::ms(crate::clock::wall()),
             tasks: Some(Arc::new(tasks)),
             shared: Mutex::new(Vec::new()),
             store: Some(store),
@@ -140,7 +139,7 @@ impl Service {
             bus,
             config,
             reloading: Mutex::new(()),
-            boot_ms: crate::store::ms(SystemTime::now()),
+            boot_ms: crate::store::ms(crate::clock::wall()),
             tasks: None,
             shared: Mutex::new(Vec::new()),
             store: None,
@@ -258,7 +257,7 @@ impl Service {
     }
     fn ledger(&self, from: &str, to: &str, reason: &str) {
         self.bus.ledger(Msg::Registry {
-            at: SystemTime::now(),
+            at: crate::clock::wall(),
             from: from.to_string(),
             to: to.to_string(),
             reason: reason.to_string(),

@@ -102,7 +102,7 @@ impl View {
     pub fn of(fleet: &Fleet) -> View {
         let reg = &fleet.registry;
         let now = Instant::now();
-        let wall = SystemTime::now();
+        let wall = crate::clock::wall();
         let link = fleet.machines.bus().cluster();
         let machines = reg
             .machines

@@ -202,7 +202,7 @@ impl Store {
     /// Asks the writer to delete ledger rows older than `keep`, and idempotent answers older
     /// than [`ANSWERS_KEEP`] (SPEC §7: the database does not grow without bound).
     pub fn prune(&self, keep: Duration) {
-        let now = SystemTime::now();
+        let now = crate::clock::wall();
         let before = |keep| ms(now.checked_sub(keep).unwrap_or(UNIX_EPOCH));
         let _ = self.tx.send(Msg::Prune {
             before_ms: before(keep),
@@ -213,9 +213,9 @@ impl Store {
     }
 
     /// Asks the writer to delete tasks finished longer than `keep` ago (`tasks.keep`), and
-    /// with them their Idempotency-Keys.
+    /// with them their Idempotency-Keys; a parent that a follow-up still waits on stays.
     pub fn prune_tasks(&self, keep: Duration) {
-        let before = SystemTime::now().checked_sub(keep).unwrap_or(UNIX_EPOCH);
+        let before = crate::clock::wall().checked_sub(keep).unwrap_or(UNIX_EPOCH);
         let _ = self.tx.send(Msg::TaskPrune {
             before_ms: ms(before),
         });

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::outcome::Endpoint;
-use crate::outcome::{Delivery, Reason, TaskCode, TaskStatus};
+use crate::outcome::{AttemptOutcome, Delivery, Reason, TaskCode, TaskStatus};
 
 /// `tsk_` and 26 characters: 10 of creation time (ms, so ids sort by age), 16 random.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -142,14 +142,46 @@ pub struct AttemptRecord {
     /// RFC 3339.
     pub at: String,
     pub target: String,
-    /// `skipped`, `failed` or `interrupted`.
-    pub outcome: String,
+    pub outcome: AttemptOutcome,
     pub reason: Option<Reason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// Whether this walk used one of the task's attempts (set on the walk's last record).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub charged: bool,
+}
+
+/// What a succeeded task keeps of its answer: the machine's status, who served, and the
+/// body as the machine sent it (JSON, kept as text: it is shown, never edited).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub status: u16,
+    pub target: String,
+    pub body: Box<RawValue>,
+}
+
+impl TaskResult {
+    /// A machine's answer; a body that is not JSON is kept as `null` (a served answer was
+    /// checked to be JSON before it counted as served).
+    pub fn new(status: u16, target: String, body: &[u8]) -> TaskResult {
+        let body = std::str::from_utf8(body)
+            .ok()
+            .and_then(|t| RawValue::from_string(t.to_string()).ok())
+            .unwrap_or_else(|| RawValue::NULL.to_owned());
+        TaskResult {
+            status,
+            target,
+            body,
+        }
+    }
+}
+
+impl PartialEq for TaskResult {
+    fn eq(&self, other: &TaskResult) -> bool {
+        self.status == other.status
+            && self.target == other.target
+            && self.body.get() == other.body.get()
+    }
 }
 
 /// A task's error, OpenAI-style.
@@ -204,13 +236,12 @@ pub struct Task {
     pub interrupted: u32,
     pub attempts: Vec<AttemptRecord>,
     pub waiting_for: Option<String>,
-    /// `{"status", "target", "body"}` as JSON text.
-    pub result: Option<String>,
+    pub result: Option<TaskResult>,
     pub error: Option<TaskError>,
     pub callback: Option<Callback>,
 }
 
-/// The task object of the API (SPEC §10); `request` only in [`View::Whole`].
+/// The task object of the API; `request` and `result` only in [`Task::whole`].
 #[derive(Serialize)]
 pub struct Shown<'a> {
     pub id: &'a TaskId,
@@ -232,9 +263,9 @@ pub struct Shown<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<&'a [AttemptRecord]>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub request: Option<&'a RawValue>,
+    pub request: Option<Option<&'a RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<Option<&'a RawValue>>,
+    pub result: Option<Option<&'a TaskResult>>,
     pub error: Option<&'a TaskError>,
     pub callback: Option<&'a Callback>,
 }
@@ -245,16 +276,13 @@ fn at(ms: i64) -> String {
 }
 
 impl Task {
-    /// The whole task (`GET /v1/tasks/{id}`, callbacks): attempts, request and result.
-    pub fn whole<'a>(
-        &'a self,
-        request: Option<&'a RawValue>,
-        result: Option<&'a RawValue>,
-    ) -> Shown<'a> {
+    /// The whole task (`GET /v1/tasks/{id}`, callbacks): attempts, request and result. A
+    /// finished task's request is `null`: its body is dropped when it ends.
+    pub fn whole<'a>(&'a self, request: Option<&'a RawValue>) -> Shown<'a> {
         let mut s = self.summary();
         s.attempts = Some(&self.attempts);
-        s.request = request;
-        s.result = Some(result);
+        s.request = Some(request);
+        s.result = Some(self.result.as_ref());
         s
     }
 

@@ -1,17 +1,21 @@
-//! Tasks (SPEC §10): durable work that waits out outages, runs its follow-ups, and is never
-//! lost.
+//! Tasks: durable work that waits out outages, runs its follow-ups, and is never lost.
 //!
 //! - [`model`] (`crate::task`): the task, its id and the object the API shows.
 //! - [`submit`]: a submit body read and checked before anything is stored.
+//! - [`queue`]: the queue's state and every decision it makes, pure: how a task waits for
+//!   a machine is told there.
+//! - [`scheduler`]: the queue's shell: the lock, the store, the clocks, the walks.
+//! - `walk`: one walk of a task's chain, through the same walk and breakers as any request.
+//! - `slots`: task slots per machine.
 //! - `follow`: `{{after.N}}` and what a parent's answer gives its follow-ups.
-//! - `walk`: one walk of a task's chain through the same breakers as any request.
-//! - [`scheduler`]: the queue, the slots, waiting and waking; durable through the store.
 //! - [`deliver`]: callbacks of finished tasks, retried for up to 24 h, across restarts.
 
 pub mod deliver;
-pub mod follow;
+mod follow;
 pub use crate::task as model;
+pub mod queue;
 pub mod scheduler;
+mod slots;
 pub mod submit;
 mod walk;
 

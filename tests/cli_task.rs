@@ -167,8 +167,13 @@ async fn submit_wait_prints_the_answer_and_list_show_cancel_read_the_task() {
     assert_eq!(raw["id"], id.as_str());
     assert_eq!(raw["result"]["target"], "coder-gpu@gpu-box");
     assert_eq!(
-        raw["request"]["messages"][0]["content"], "fix this bug",
+        raw["result"]["body"]["choices"][0]["message"]["content"], "ok from gpu-box",
         "the whole task object"
+    );
+    assert_eq!(
+        raw["request"],
+        Value::Null,
+        "a finished task keeps no request"
     );
 
     // A finished task cannot be cancelled: the router's words, a failing exit status.

@@ -12,6 +12,8 @@ mod lab;
 
 #[path = "tasks/callbacks.rs"]
 mod callbacks;
+#[path = "tasks/hardening.rs"]
+mod hardening;
 #[path = "tasks/outage.rs"]
 mod outage;
 #[path = "tasks/rules.rs"]

@@ -284,7 +284,11 @@ impl Pipeline {
                     s.follow_ups_ran += 1;
                 }
             }
-            s.sent_to_down += t.attempts.iter().filter(|a| a.outcome == "failed").count() as u64;
+            s.sent_to_down += t
+                .attempts
+                .iter()
+                .filter(|a| a.outcome == crate::outcome::AttemptOutcome::Failed)
+                .count() as u64;
         }
         // Whatever of the planned pipeline did not succeed: refused, failed, cancelled,
         // expired, or still unfinished when the demo ended.

@@ -1,7 +1,7 @@
 //! `/v1/tasks` (SPEC §10): submit, show (with `?wait=`), list, cancel.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
@@ -53,6 +53,12 @@ fn store_error(e: SubmitError) -> AppError {
             Code::QueueFull,
             format!("the queue holds tasks.max_queued ({max}) unfinished tasks; try again later"),
         ),
+        SubmitError::KeyFull { max } => AppError::new(
+            Code::QueueFull,
+            format!(
+                "your key has tasks.max_queued_per_key ({max}) unfinished tasks; try again later"
+            ),
+        ),
         SubmitError::KeyReused => AppError::new(
             Code::IdempotencyKeyReused,
             "this Idempotency-Key was already used with a different body",
@@ -69,18 +75,17 @@ async fn shown(s: &Scheduler, task: &Task, whole: bool) -> Result<Response, AppE
     if !whole {
         return Ok(Json(task.summary()).into_response());
     }
-    let request = s.request(&task.id).await.map_err(store_error)?;
+    // A finished task's request was dropped when it ended: `null`.
+    let request = match task.status.is_finished() {
+        true => None,
+        false => s.request(&task.id).await.map_err(store_error)?,
+    };
     let request = request.and_then(|b| {
         serde_json::from_slice::<&RawValue>(&b)
             .ok()
             .map(|r| r.to_owned())
     });
-    let result = task.result.as_deref().and_then(|r| {
-        serde_json::from_str::<&RawValue>(r)
-            .ok()
-            .map(|r| r.to_owned())
-    });
-    Ok(Json(task.whole(request.as_deref(), result.as_deref())).into_response())
+    Ok(Json(task.whole(request.as_deref())).into_response())
 }
 
 /// `POST /v1/tasks`: 202 and the task once it is committed; 200 and the existing task on
@@ -90,7 +95,7 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
     let (parts, body) = req.into_parts();
     let fleet = svc.fleet();
     let bytes = super::inference::read_body(&fleet.registry.server, &parts.headers, body).await?;
-    let new = submit::read(&bytes, &fleet.registry, SystemTime::now()).map_err(|e| match e {
+    let new = submit::read(&bytes, &fleet.registry, crate::clock::wall()).map_err(|e| match e {
         Invalid::Bad(m) => AppError::new(Code::InvalidTask, m),
         Invalid::TooLarge(m) => AppError::new(Code::RequestTooLarge, m),
     })?;
@@ -105,15 +110,12 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
         }
     });
     let request = new.request.clone();
-    let submitted = s
-        .submit(&owner, new, idem, fleet.registry.tasks.max_queued)
-        .await
-        .map_err(store_error)?;
+    let submitted = s.submit(&owner, new, idem).await.map_err(store_error)?;
     let mut resp = match submitted {
         // A new task is shown with the request just read: no need to read it back.
         Submitted::New(task) => {
             let raw = serde_json::from_slice::<&RawValue>(&request).ok();
-            let mut resp = Json(task.whole(raw, None)).into_response();
+            let mut resp = Json(task.whole(raw)).into_response();
             *resp.status_mut() = StatusCode::ACCEPTED;
             resp
         }

@@ -87,7 +87,7 @@ pub(super) fn step_tracker_then<R>(
         g.breaker = next;
         // A transition's wall-clock time is read under the lock: no call the new state
         // admits can reach a machine before the time the ledger gives the transition.
-        let wall = output.transition.as_ref().map(|_| SystemTime::now());
+        let wall = output.transition.as_ref().map(|_| crate::clock::wall());
         let seen = peek(&g.breaker, &output.decision);
         (output, wall, seen)
     };

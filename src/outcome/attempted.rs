@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use tokio::time::Instant;
 
-use super::{words, FailureKind, Phase, Reason, Skip};
+use super::{words, AttemptOutcome, FailureKind, Phase, Reason, Skip};
 use crate::outcome::ModelId;
 
 /// Whose fault an attempt's end was, and so what the client sees if nothing else serves
@@ -70,6 +70,10 @@ pub struct Attempted {
     pub detail: String,
     /// When this target may admit again (a skip's cooldown, a machine's Retry-After).
     pub retry_after: Option<Duration>,
+    /// The call was its machine's probe (the chain walk sets it).
+    pub probe: bool,
+    /// Its machine's breaker was still closed once the call ended (the chain walk sets it).
+    pub closed_after: bool,
 }
 
 impl Attempted {
@@ -88,6 +92,8 @@ impl Attempted {
             effect,
             detail: detail.into(),
             retry_after: None,
+            probe: false,
+            closed_after: false,
         }
     }
 
@@ -131,6 +137,8 @@ impl Attempted {
             effect: Effect::None,
             detail,
             retry_after,
+            probe: false,
+            closed_after: false,
         }
     }
 
@@ -144,12 +152,29 @@ impl Attempted {
     }
 
     /// `skipped` or `failed`, as `attempts[].outcome` says it.
-    pub fn outcome(&self) -> &'static str {
+    pub fn outcome(&self) -> AttemptOutcome {
         if self.was_sent() {
-            "failed"
+            AttemptOutcome::Failed
         } else {
-            "skipped"
+            AttemptOutcome::Skipped
         }
+    }
+
+    /// Whether this try costs a task one of its attempts: it failed on a machine that stayed
+    /// closed after it, was not a probe, and says nothing of the machine being down — the
+    /// machine is healthy enough, so the request may be at fault. A machine that is down,
+    /// a failure on which a breaker opened and a failed probe cost nothing: the task waits.
+    pub fn charges_task(&self) -> bool {
+        self.was_sent()
+            && self.closed_after
+            && !self.probe
+            && !self.reason.means_down()
+            && self.fault != Fault::Deadline
+    }
+
+    /// Whether this try was its machine's probe, and the probe failed.
+    pub fn failed_probe(&self) -> bool {
+        self.probe && matches!(self.effect, Effect::Counted(_))
     }
 
     /// The target in plain words: "coder-gpu@gpu-box failed (HTTP 500)".

@@ -80,6 +80,54 @@ impl FromStr for TaskStatus {
     }
 }
 
+/// What happened to one target in one walk of a task, as `attempts[].outcome` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// Held back by a breaker, the bulkhead or the task slots: nothing was sent.
+    Skipped,
+    /// Sent, and it did not serve.
+    Failed,
+    /// The router stopped uncleanly while the task was running.
+    Interrupted,
+}
+
+impl AttemptOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Skipped => "skipped",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl FromStr for AttemptOutcome {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<AttemptOutcome, String> {
+        [
+            AttemptOutcome::Skipped,
+            AttemptOutcome::Failed,
+            AttemptOutcome::Interrupted,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+        .ok_or_else(|| {
+            format!(
+                "unknown attempt outcome '{}'; expected skipped, failed or interrupted",
+                crate::text::bounded(s)
+            )
+        })
+    }
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where a task's callback stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

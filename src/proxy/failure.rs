@@ -31,7 +31,7 @@ struct Body<'a> {
 #[derive(Serialize)]
 struct Entry<'a> {
     target: String,
-    outcome: &'static str,
+    outcome: crate::outcome::AttemptOutcome,
     reason: Reason,
     #[serde(skip_serializing_if = "Option::is_none")]
     detail: Option<&'a str>,

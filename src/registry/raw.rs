@@ -165,6 +165,9 @@ pub struct RawTelegram {
 pub struct RawTasks {
     pub max_running: Option<S<u64>>,
     pub max_queued: Option<S<u64>>,
+    pub max_queued_per_key: Option<S<u64>>,
+    pub max_finished: Option<S<u64>>,
+    pub max_finished_bytes: Option<S<String>>,
     pub default_deadline: Option<S<String>>,
     pub max_attempts: Option<S<u64>>,
     pub keep: Option<S<String>>,

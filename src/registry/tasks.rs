@@ -22,6 +22,16 @@ pub struct Tasks {
     /// Tasks not finished, beyond which a submit gets 429 `queue_full` (default 10,000;
     /// 1..=10,000,000).
     pub max_queued: u32,
+    /// Unfinished tasks one API key may have (`None`, the default: only `max_queued`
+    /// bounds them; 1..=`max_queued`).
+    pub max_queued_per_key: Option<u32>,
+    /// Finished tasks kept at most; the oldest are pruned first (default 100,000;
+    /// 1..=10,000,000). A parent a follow-up still waits on is kept whatever this says.
+    pub max_finished: u64,
+    /// Bytes of finished tasks kept at most (their results, attempts and errors; their
+    /// requests are dropped when they end); the oldest are pruned first (default 1GiB; at
+    /// least 1MiB).
+    pub max_finished_bytes: u64,
     /// A task without its own deadline expires this long after its submit (default 24h).
     pub default_deadline: Duration,
     /// Chain walks that may fail, on a machine that stayed closed, before the task fails:
@@ -43,6 +53,10 @@ const MAX_RUNNING_DEFAULT: u32 = 4;
 const MAX_RUNNING_LIMIT: u32 = 10_000;
 const MAX_QUEUED_DEFAULT: u32 = 10_000;
 const MAX_QUEUED_LIMIT: u32 = 10_000_000;
+const MAX_FINISHED_DEFAULT: u32 = 100_000;
+const MAX_FINISHED_LIMIT: u32 = 10_000_000;
+const FINISHED_BYTES_DEFAULT: usize = 1 << 30;
+const FINISHED_BYTES_LEAST: usize = 1 << 20;
 const DEADLINE_DEFAULT: Duration = Duration::from_secs(86_400);
 /// `max_attempts` when no machine's `failure_threshold` asks for more.
 const MAX_ATTEMPTS_FLOOR: u32 = 3;
@@ -83,6 +97,33 @@ pub(super) fn validate_tasks(
         }
         (_, n) => n,
     };
+    let max_queued = count(
+        &t.max_queued,
+        MAX_QUEUED_DEFAULT,
+        "max_queued",
+        MAX_QUEUED_LIMIT,
+    )?;
+    let max_queued_per_key = t
+        .max_queued_per_key
+        .as_ref()
+        .map(|_| count(&t.max_queued_per_key, 0, "max_queued_per_key", max_queued))
+        .transpose()?;
+    let max_finished_bytes = match &t.max_finished_bytes {
+        Some(s) => {
+            let n = size(&t.max_finished_bytes, 0, "tasks.max_finished_bytes")?;
+            if n < FINISHED_BYTES_LEAST {
+                return err(
+                    s.referenced,
+                    format!(
+                        "tasks.max_finished_bytes: expected a size of at least 1MiB, got '{}'",
+                        s.value
+                    ),
+                );
+            }
+            n
+        }
+        None => FINISHED_BYTES_DEFAULT,
+    };
     Ok(Tasks {
         max_running: count(
             &t.max_running,
@@ -90,12 +131,15 @@ pub(super) fn validate_tasks(
             "max_running",
             MAX_RUNNING_LIMIT,
         )?,
-        max_queued: count(
-            &t.max_queued,
-            MAX_QUEUED_DEFAULT,
-            "max_queued",
-            MAX_QUEUED_LIMIT,
-        )?,
+        max_queued,
+        max_queued_per_key,
+        max_finished: u64::from(count(
+            &t.max_finished,
+            MAX_FINISHED_DEFAULT,
+            "max_finished",
+            MAX_FINISHED_LIMIT,
+        )?),
+        max_finished_bytes: max_finished_bytes as u64,
         default_deadline: duration(
             &t.default_deadline,
             DEADLINE_DEFAULT,

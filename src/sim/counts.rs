@@ -46,7 +46,7 @@ impl Counts {
         if is_work(path) {
             let mut log = lock(&self.hit_log);
             if log.len() < HIT_LOG_MAX {
-                log.push(SystemTime::now());
+                log.push(crate::clock::wall());
             }
         }
     }

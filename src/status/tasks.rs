@@ -2,7 +2,7 @@
 //! from the scheduler, the last 24 h and the latest failures from the store.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -99,21 +99,23 @@ impl TasksView {
         }
     }
 
-    /// The view of `svc`'s task queue; `None` without one (no store, no tasks). One store
-    /// read (on the blocking pool) for the 24 h counts and the failures; if it fails, the
-    /// live counts are shown alone and the error logged.
-    pub async fn read(svc: &Arc<Service>) -> Option<TasksView> {
+    /// The view of `svc`'s task queue for `owner` (counts are the router's; task ids and
+    /// messages only the owner's own); `None` without a queue (no store, no tasks). One
+    /// store read (on the blocking pool) for the 24 h counts and the failures; if it fails,
+    /// the live counts are shown alone and the error logged.
+    pub async fn read(svc: &Arc<Service>, owner: &str) -> Option<TasksView> {
         let scheduler = svc.tasks()?;
-        let oldest = scheduler.oldest_waiting();
+        let oldest = scheduler.oldest_waiting(Some(owner));
         let counts = scheduler.counts();
-        let since = ms(SystemTime::now()) - DAY.as_millis() as i64;
+        let since = ms(crate::clock::wall()) - DAY.as_millis() as i64;
         let owned = Arc::clone(svc);
+        let owner = owner.to_string();
         let read = tokio::task::spawn_blocking(move || {
             owned.store().map(|st| {
                 st.read(|c| {
                     Ok((
                         stored::finished_since(c, since)?,
-                        stored::failures(c, i64::MIN, RECENT_FAILURES)?,
+                        stored::failures(c, Some(&owner), i64::MIN, RECENT_FAILURES)?,
                     ))
                 })
             })

@@ -128,7 +128,7 @@ mod tests {
     fn an_answer_is_read_back_until_it_expires_and_the_prune_deletes_it() {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = Store::open(dir.path()).unwrap();
-        let now = ms(SystemTime::now());
+        let now = ms(crate::clock::wall());
         let day = ANSWERS_KEEP.as_millis() as i64;
         let tx = store.sender();
         tx.send(Msg::Answer(Box::new(kept("fresh", now)))).unwrap();

@@ -102,7 +102,56 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (owner, key)
     );
     CREATE INDEX idempotent_answers_created ON idempotent_answers (created_ms);",
+    // 5: the finished tasks' count and bytes, kept by triggers, so bounding them
+    // (`tasks.max_finished`, `tasks.max_finished_bytes`) reads one row, not every task.
+    "CREATE TABLE task_totals (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        finished INTEGER NOT NULL,
+        finished_bytes INTEGER NOT NULL
+    );
+    INSERT INTO task_totals (id, finished, finished_bytes)
+        SELECT 1, COUNT(*), IFNULL(SUM(octet_length(request) + IFNULL(octet_length(result), 0)
+            + octet_length(attempts) + IFNULL(octet_length(error), 0)
+            + octet_length(metadata) + octet_length(after)), 0)
+        FROM tasks WHERE finished_ms IS NOT NULL;
+    CREATE TRIGGER task_totals_insert AFTER INSERT ON tasks WHEN NEW.finished_ms IS NOT NULL
+    BEGIN
+        UPDATE task_totals SET finished = finished + 1,
+            finished_bytes = finished_bytes + octet_length(NEW.request)
+                + IFNULL(octet_length(NEW.result), 0) + octet_length(NEW.attempts)
+                + IFNULL(octet_length(NEW.error), 0) + octet_length(NEW.metadata)
+                + octet_length(NEW.after)
+        WHERE id = 1;
+    END;
+    CREATE TRIGGER task_totals_update AFTER UPDATE ON tasks
+        WHEN OLD.finished_ms IS NOT NULL OR NEW.finished_ms IS NOT NULL
+    BEGIN
+        UPDATE task_totals SET
+            finished = finished + (NEW.finished_ms IS NOT NULL) - (OLD.finished_ms IS NOT NULL),
+            finished_bytes = finished_bytes
+                + CASE WHEN NEW.finished_ms IS NULL THEN 0 ELSE octet_length(NEW.request)
+                    + IFNULL(octet_length(NEW.result), 0) + octet_length(NEW.attempts)
+                    + IFNULL(octet_length(NEW.error), 0) + octet_length(NEW.metadata)
+                    + octet_length(NEW.after) END
+                - CASE WHEN OLD.finished_ms IS NULL THEN 0 ELSE octet_length(OLD.request)
+                    + IFNULL(octet_length(OLD.result), 0) + octet_length(OLD.attempts)
+                    + IFNULL(octet_length(OLD.error), 0) + octet_length(OLD.metadata)
+                    + octet_length(OLD.after) END
+        WHERE id = 1;
+    END;
+    CREATE TRIGGER task_totals_delete AFTER DELETE ON tasks WHEN OLD.finished_ms IS NOT NULL
+    BEGIN
+        UPDATE task_totals SET finished = finished - 1,
+            finished_bytes = finished_bytes - octet_length(OLD.request)
+                - IFNULL(octet_length(OLD.result), 0) - octet_length(OLD.attempts)
+                - IFNULL(octet_length(OLD.error), 0) - octet_length(OLD.metadata)
+                - octet_length(OLD.after)
+        WHERE id = 1;
+    END;",
 ];
+
+/// The most the write-ahead log keeps on disk between checkpoints, in bytes.
+const WAL_LIMIT: i64 = 8 << 20;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +181,10 @@ pub(super) fn open_conn_with(
         Durability::Normal => "NORMAL",
     };
     conn.pragma_update(None, "synchronous", sync)
+        .map_err(sqlite(path))?;
+    // The WAL is truncated to this after each checkpoint: a burst of large writes does not
+    // leave a large file behind.
+    conn.pragma_update(None, "journal_size_limit", WAL_LIMIT)
         .map_err(sqlite(path))?;
     #[cfg(target_os = "macos")]
     if durability == Durability::Full {

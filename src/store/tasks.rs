@@ -40,11 +40,20 @@ pub enum Inserted {
     KeyReused,
 }
 
-/// A task's new state, written whole; `ack` answers once it is on disk.
+/// Tasks' new states, written whole in one transaction (a task's end and its follow-ups'
+/// cascade commit together or not at all); `ack` answers once they are on disk.
 #[derive(Debug)]
 pub struct TaskWrite {
-    pub task: Task,
+    pub tasks: Vec<Task>,
     pub ack: Option<oneshot::Sender<()>>,
+}
+
+/// How many finished tasks the store keeps, and how many bytes of them (`tasks.max_finished`
+/// and `tasks.max_finished_bytes`): past either, the oldest go first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FinishedBound {
+    pub count: u64,
+    pub bytes: u64,
 }
 
 /// A callback's delivery after an attempt (SPEC §10, "Callbacks"): only the callback
@@ -113,7 +122,7 @@ pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<I
             task.interrupted,
             json(&task.attempts),
             task.waiting_for,
-            task.result,
+            task.result.as_ref().map(|r| json(r)),
             task.error.as_ref().map(|e| json(e)),
             task.callback.as_ref().map(|c| c.url.clone()),
             task.callback.as_ref().map(|c| c.state.as_str()),
@@ -127,13 +136,16 @@ pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<I
 }
 
 /// Writes every field that changes over a task's life, but the callback's: that one is
-/// [`update_callback`]'s, so the scheduler's copy of a task never undoes a delivery.
+/// [`update_callback`]'s, so the scheduler's copy of a task never undoes a delivery. A
+/// finished task is never written again (its first end stands, whatever arrives after),
+/// and a task that ends drops its request body: only its result is kept.
 pub(super) fn update(tx: &Transaction<'_>, task: &Task) -> rusqlite::Result<usize> {
     let json = |v: &dyn erased::Json| v.json();
     tx.execute(
         "UPDATE tasks SET status = ?2, started_ms = ?3, finished_ms = ?4, attempts_used = ?5,
-            interrupted = ?6, attempts = ?7, waiting_for = ?8, result = ?9, error = ?10
-         WHERE id = ?1",
+            interrupted = ?6, attempts = ?7, waiting_for = ?8, result = ?9, error = ?10,
+            request = CASE WHEN ?4 IS NULL THEN request ELSE x'' END
+         WHERE id = ?1 AND finished_ms IS NULL",
         params![
             task.id.as_str(),
             task.status.as_str(),
@@ -143,7 +155,7 @@ pub(super) fn update(tx: &Transaction<'_>, task: &Task) -> rusqlite::Result<usiz
             task.interrupted,
             json(&task.attempts),
             task.waiting_for,
-            task.result,
+            task.result.as_ref().map(|r| json(r)),
             task.error.as_ref().map(|e| json(e)),
         ],
     )
@@ -165,12 +177,54 @@ pub(super) fn update_callback(tx: &Transaction<'_>, c: &CallbackWrite) -> rusqli
     )
 }
 
+/// Finished tasks that no unfinished follow-up waits on: only these may be pruned (a
+/// follow-up reads its parents' answers when it runs, however long it waited).
+const PRUNABLE: &str = "finished_ms IS NOT NULL AND id NOT IN (
+    SELECT j.value FROM tasks AS c, json_each(c.after) AS j WHERE c.finished_ms IS NULL)";
+
 /// Deletes finished tasks (and so their keys) that finished before `before_ms`.
 pub(super) fn prune(tx: &Transaction<'_>, before_ms: i64) -> rusqlite::Result<usize> {
     tx.execute(
-        "DELETE FROM tasks WHERE finished_ms IS NOT NULL AND finished_ms < ?1",
+        &format!("DELETE FROM tasks WHERE {PRUNABLE} AND finished_ms < ?1"),
         params![before_ms],
     )
+}
+
+/// Deletes the oldest finished tasks until at most `bound` of them, in number and in bytes,
+/// are kept (the totals are kept by triggers; see the schema).
+pub(super) fn bound(tx: &Transaction<'_>, bound: FinishedBound) -> rusqlite::Result<usize> {
+    /// Deleted per statement while over the bound.
+    const STEP: i64 = 64;
+    let mut gone = 0;
+    loop {
+        let (count, bytes): (i64, i64) = tx.query_row(
+            "SELECT finished, finished_bytes FROM task_totals WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let over_count = count.max(0) as u64 > bound.count;
+        let over_bytes = bytes.max(0) as u64 > bound.bytes;
+        if !over_count && !over_bytes {
+            return Ok(gone);
+        }
+        let n = if over_count {
+            (count.max(0) as u64 - bound.count).min(STEP as u64) as i64
+        } else {
+            1
+        };
+        let deleted = tx.execute(
+            &format!(
+                "DELETE FROM tasks WHERE seq IN (
+                    SELECT seq FROM tasks WHERE {PRUNABLE} ORDER BY finished_ms, seq LIMIT ?1)"
+            ),
+            params![n],
+        )?;
+        if deleted == 0 {
+            // Everything left is a parent some follow-up still waits on.
+            return Ok(gone);
+        }
+        gone += deleted;
+    }
 }
 
 /// JSON text of the serializable fields; serialization of these types cannot fail.
@@ -188,3 +242,6 @@ mod erased {
 mod read;
 
 pub use read::*;
+
+#[cfg(test)]
+mod tests;

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use rusqlite::Connection;
 
-use super::tasks::{CallbackWrite, Inserted, TaskInsert, TaskWrite};
+use super::tasks::{CallbackWrite, FinishedBound, Inserted, TaskInsert, TaskWrite};
 use super::{answers, counters, ledger, meta, tasks, verdict, Counts, KeptAnswer};
 use crate::breaker::Transitioned;
 
@@ -49,8 +49,10 @@ pub enum Msg {
     },
     /// A submitted task: inserted (or found by its key) and acknowledged after the commit.
     TaskInsert(Box<TaskInsert>),
-    /// A task's new state; acknowledged after the commit when asked.
+    /// Tasks' new states, in one transaction; acknowledged after the commit when asked.
     TaskWrite(Box<TaskWrite>),
+    /// Keep at most this many finished tasks (`tasks.max_finished`, `max_finished_bytes`).
+    TaskBound(FinishedBound),
     /// A callback's delivery after an attempt (only the callback columns).
     TaskCallback(Box<CallbackWrite>),
     /// Delete tasks finished before this (unix ms): `tasks.keep`.
@@ -85,6 +87,7 @@ pub(super) fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &P
                 | Msg::Counters { .. }
                 | Msg::TaskInsert(_)
                 | Msg::TaskWrite(_)
+                | Msg::TaskBound(_)
                 | Msg::TaskCallback(_)
                 | Msg::TaskPrune { .. }
                 | Msg::Answer(_)
@@ -176,7 +179,15 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<Vec<Ins
             Msg::Prune { before_ms } => ledger::prune(&tx, *before_ms)?,
             Msg::TaskInsert(t) => inserted.push(tasks::insert(&tx, t)?),
             Msg::TaskWrite(w) => {
-                tasks::update(&tx, &w.task)?;
+                for task in &w.tasks {
+                    tasks::update(&tx, task)?;
+                }
+            }
+            Msg::TaskBound(b) => {
+                let gone = tasks::bound(&tx, *b)?;
+                if gone > 0 {
+                    tracing::debug!(tasks = gone, "oldest finished tasks pruned (tasks.max_finished, tasks.max_finished_bytes)");
+                }
             }
             Msg::TaskCallback(c) => {
                 tasks::update_callback(&tx, c)?;

@@ -325,11 +325,7 @@ fn due(task: Option<Task>, request: Option<bytes::Bytes>) -> Option<Due> {
         return None;
     }
     let request = request.and_then(|b| serde_json::from_slice::<Box<RawValue>>(&b).ok());
-    let result = task
-        .result
-        .as_deref()
-        .and_then(|r| serde_json::from_str::<Box<RawValue>>(r).ok());
-    let shown = serde_json::to_value(task.whole(request.as_deref(), result.as_deref()))
+    let shown = serde_json::to_value(task.whole(request.as_deref()))
         .unwrap_or_else(|_| json!({"id": task.id, "object": "task", "status": task.status}));
     Some(Due {
         url: reqwest::Url::parse(&callback.url)

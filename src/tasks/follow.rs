@@ -35,38 +35,98 @@ pub fn output(endpoint: Endpoint, body: &[u8]) -> Output {
     }
 }
 
+/// Why a follow-up's request could not be filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unfilled {
+    /// Filled in, it would be `size` bytes, more than `max` (`tasks.max_request_body`).
+    TooLarge { size: usize, max: usize },
+    /// It is not the JSON it was when it was submitted.
+    Bad(String),
+}
+
+impl std::fmt::Display for Unfilled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unfilled::TooLarge { size, max } => write!(
+                f,
+                "with its parents' text filled in, its request would be {size} bytes, larger than tasks.max_request_body ({max} bytes)"
+            ),
+            Unfilled::Bad(why) => f.write_str(why),
+        }
+    }
+}
+
 /// `request` with each `{{after.N}}` inside message content (strings and text parts) and
-/// `prompt` replaced by `outputs[N]`. Text put in is never scanned again.
-pub fn substitute(endpoint: Endpoint, request: &[u8], outputs: &[String]) -> Result<Bytes, String> {
-    let mut v: Value =
-        serde_json::from_slice(request).map_err(|e| format!("request is not JSON: {e}"))?;
-    let mut changed = false;
+/// `prompt` replaced by `outputs[N]`; text put in is never scanned again. What it would
+/// cost is counted first (placeholders × their texts' lengths as JSON), so a request that
+/// would grow past `max` bytes is refused before anything is built.
+pub fn substitute(
+    endpoint: Endpoint,
+    request: &[u8],
+    outputs: &[String],
+    max: usize,
+) -> Result<Bytes, Unfilled> {
+    let mut v: Value = serde_json::from_slice(request)
+        .map_err(|e| Unfilled::Bad(format!("request is not JSON: {e}")))?;
+    let escaped: Vec<usize> = outputs.iter().map(|o| json_len(o)).collect();
+    let mut grow: i128 = 0;
+    let mut found = false;
+    each_target(endpoint, &mut v, &mut |s| {
+        for (n, at) in placeholders(s, outputs.len()) {
+            found = true;
+            grow += escaped[n] as i128 - at as i128;
+        }
+    });
+    if !found {
+        return Ok(Bytes::copy_from_slice(request));
+    }
+    let size = (request.len() as i128 + grow).max(0);
+    let size = usize::try_from(size).unwrap_or(usize::MAX);
+    if size > max {
+        return Err(Unfilled::TooLarge { size, max });
+    }
+    each_target(endpoint, &mut v, &mut |s| fill(s, outputs));
+    let out = serde_json::to_vec(&v)
+        .map_err(|e| Unfilled::Bad(format!("cannot write the request: {e}")))?;
+    if out.len() > max {
+        return Err(Unfilled::TooLarge {
+            size: out.len(),
+            max,
+        });
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Calls `f` on every string a placeholder may sit in: message content (strings and text
+/// parts) for chat, `prompt` (a string or a list of strings) for completions.
+fn each_target(endpoint: Endpoint, v: &mut Value, f: &mut dyn FnMut(&mut String)) {
     match endpoint {
         Endpoint::Chat => {
-            if let Some(messages) = v.get_mut("messages").and_then(Value::as_array_mut) {
-                for m in messages {
-                    match m.get_mut("content") {
-                        Some(Value::String(s)) => changed |= fill(s, outputs),
-                        Some(Value::Array(parts)) => {
-                            for p in parts {
-                                if p.get("type").and_then(Value::as_str) == Some("text") {
-                                    if let Some(Value::String(s)) = p.get_mut("text") {
-                                        changed |= fill(s, outputs);
-                                    }
+            let Some(messages) = v.get_mut("messages").and_then(Value::as_array_mut) else {
+                return;
+            };
+            for m in messages {
+                match m.get_mut("content") {
+                    Some(Value::String(s)) => f(s),
+                    Some(Value::Array(parts)) => {
+                        for p in parts {
+                            if p.get("type").and_then(Value::as_str) == Some("text") {
+                                if let Some(Value::String(s)) = p.get_mut("text") {
+                                    f(s);
                                 }
                             }
                         }
-                        _ => {}
                     }
+                    _ => {}
                 }
             }
         }
         Endpoint::Completions => match v.get_mut("prompt") {
-            Some(Value::String(s)) => changed |= fill(s, outputs),
+            Some(Value::String(s)) => f(s),
             Some(Value::Array(items)) => {
                 for item in items {
                     if let Value::String(s) = item {
-                        changed |= fill(s, outputs);
+                        f(s);
                     }
                 }
             }
@@ -74,22 +134,46 @@ pub fn substitute(endpoint: Endpoint, request: &[u8], outputs: &[String]) -> Res
         },
         Endpoint::Embeddings => {}
     }
-    if !changed {
-        return Ok(Bytes::copy_from_slice(request));
-    }
-    serde_json::to_vec(&v)
-        .map(Bytes::from)
-        .map_err(|e| format!("cannot write the request: {e}"))
 }
 
-/// Replaces `{{after.N}}` in `s` (one pass, left to right); whether anything changed.
-fn fill(s: &mut String, outputs: &[String]) -> bool {
+/// The placeholders of `s` that name one of `outputs` outputs, as (N, the placeholder's
+/// length), left to right.
+fn placeholders(s: &str, outputs: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut rest = s;
+    std::iter::from_fn(move || loop {
+        let i = rest.find("{{after.")?;
+        let tail = &rest[i + 8..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let n = tail[..digits]
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n < outputs);
+        if let (Some(n), true) = (n, tail[digits..].starts_with("}}")) {
+            rest = &tail[digits + 2..];
+            return Some((n, 8 + digits + 2));
+        }
+        rest = tail;
+    })
+}
+
+/// The bytes `s` takes inside a JSON string, escapes included.
+fn json_len(s: &str) -> usize {
+    s.chars()
+        .map(|c| match c {
+            '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum()
+}
+
+/// Replaces `{{after.N}}` in `s` (one pass, left to right).
+fn fill(s: &mut String, outputs: &[String]) {
     if !s.contains("{{after.") {
-        return false;
+        return;
     }
     let mut out = String::with_capacity(s.len());
     let mut rest = s.as_str();
-    let mut changed = false;
     while let Some(i) = rest.find("{{after.") {
         out.push_str(&rest[..i]);
         let tail = &rest[i + 8..];
@@ -101,7 +185,6 @@ fn fill(s: &mut String, outputs: &[String]) -> bool {
         ) {
             (Some(text), true) => {
                 out.push_str(text);
-                changed = true;
                 rest = &tail[digits + 2..];
             }
             _ => {
@@ -112,7 +195,6 @@ fn fill(s: &mut String, outputs: &[String]) -> bool {
     }
     out.push_str(rest);
     *s = out;
-    changed
 }
 
 #[cfg(test)]
@@ -123,7 +205,7 @@ mod tests {
     fn a_parents_text_goes_into_content_and_prompt_only() {
         let parent = "say \"hi\"\nthen {{after.0}} — ünïcode ✓".to_string();
         let req = br#"{"model":"{{after.0}}","messages":[{"role":"user","content":"use: {{after.0}}!"},{"role":"user","content":[{"type":"text","text":"[{{after.0}}]"},{"type":"image_url","image_url":{"url":"{{after.0}}"}}]}],"tools":[{"x":"{{after.0}}"}]}"#;
-        let out = substitute(Endpoint::Chat, req, std::slice::from_ref(&parent)).unwrap();
+        let out = substitute(Endpoint::Chat, req, std::slice::from_ref(&parent), 1 << 20).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["model"], "{{after.0}}");
         assert_eq!(v["messages"][0]["content"], format!("use: {parent}!"));
@@ -145,11 +227,39 @@ mod tests {
             Endpoint::Completions,
             br#"{"prompt":["a {{after.1}} b","{{after.0}}{{after.9}}"]}"#,
             &["x".into(), "y".into()],
+            1 << 20,
         )
         .unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["prompt"][0], "a y b");
         assert_eq!(v["prompt"][1], "x{{after.9}}");
+    }
+
+    #[test]
+    fn a_fill_past_its_budget_is_refused_with_the_size_it_would_have() {
+        let req = format!(
+            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "{{after.0}}".repeat(1000)
+        );
+        let parent = "a\"b".repeat(500); // 2,000 bytes as JSON
+        let size = req.len() + 1000 * (2000 - 11);
+        assert_eq!(
+            substitute(Endpoint::Chat, req.as_bytes(), &[parent.clone()], size - 1),
+            Err(Unfilled::TooLarge {
+                size,
+                max: size - 1
+            })
+        );
+        let out = substitute(Endpoint::Chat, req.as_bytes(), &[parent], size).unwrap();
+        assert_eq!(out.len(), size, "the count is exact for compact JSON");
+        // A request with no placeholder to fill is sent as it came, whatever its size.
+        let plain = br#"{"messages":[{"role":"user","content":"{{after.7}}"}]}"#;
+        assert_eq!(
+            substitute(Endpoint::Chat, plain, &["x".into()], 1)
+                .unwrap()
+                .as_ref(),
+            plain
+        );
     }
 
     #[test]

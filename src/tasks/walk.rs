@@ -1,218 +1,193 @@
-//! One walk of a task's chain: the same admission, breakers, classification, ledger and
-//! metrics as an interactive request (`crate::proxy`), but the answer is kept whole and the
-//! walk says what the task's scheduler needs: served, refused by the machine, parked
-//! (nothing was sent), or failed — and whether the failure costs the task an attempt.
+//! A task's walk: the chain walk every request takes ([`crate::proxy::Walk`]), through the
+//! task's own gate — a task slot on each machine, and its "running" state made durable
+//! before anything is sent — with the answer kept whole; and what the walk tried, summed
+//! up for the queue to decide on ([`Tried`]).
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use axum::http::StatusCode;
+use axum::http::HeaderValue;
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-use super::scheduler::Slots;
-use crate::breaker::Phase;
+use super::model::{AttemptRecord, TaskResult};
+use super::queue::{error, Group, Tried, WalkEnd};
+use super::slots::{Slot, Slots};
 use crate::fleet::Fleet;
-use crate::outcome::{Attempted, Effect, FailureKind, Fault, ModelId, Reason, Skip};
+use crate::outcome::{Attempted, Endpoint, Fault, MachineId, Reason, TaskCode, Wire};
+use crate::proxy::{Front, Gate, Walk, Walked};
+use crate::registry::{Api, Registry};
 use crate::request::Parsed;
-use crate::upstream::{Answer, Endpoint};
+use crate::upstream::Framing;
 
-/// How a walk ended.
-#[derive(Debug)]
-pub enum Walked {
-    /// A machine answered; the task succeeded.
-    Served {
-        target: ModelId,
-        status: StatusCode,
-        body: Bytes,
-        attempts: Vec<Attempted>,
-    },
-    /// A machine refused the request itself (400, 413, 422): the task fails at once.
-    Refused {
-        status: StatusCode,
-        body: Bytes,
-        attempts: Vec<Attempted>,
-    },
-    /// Nothing was sent: every target was held back. `by_slots` when only slots (not
-    /// breakers) held it back; `soonest` is when a breaker may admit again, if known.
-    Parked {
-        attempts: Vec<Attempted>,
-        by_slots: bool,
-        soonest: Option<std::time::Duration>,
-    },
-    /// Sent and nothing served.
-    Failed {
-        attempts: Vec<Attempted>,
-        /// Some try failed on a machine that stayed closed after it (SPEC §10).
-        charged: bool,
-        /// This task was the probe of a machine, and the probe failed.
-        probe_failed: bool,
-        /// The task's deadline ran out during the walk.
-        expired: bool,
-    },
-}
-
-/// Failures that mean the machine is down, not that the request is at fault.
-fn machine_down(reason: Reason) -> bool {
-    matches!(
-        reason,
-        Reason::Refused
-            | Reason::Reset
-            | Reason::Dns
-            | Reason::Tls
-            | Reason::ConnectTimeout
-            | Reason::Hung
-    )
-}
-
-/// Walks `chain` once for a task whose body is `parsed`, until `deadline`. `mark` runs
-/// once, after a machine admitted the task and before anything is sent (the scheduler
-/// makes "running" durable there, so a restart knows the task was interrupted).
-#[allow(clippy::too_many_arguments)] // one walk's whole context, passed once
-pub async fn walk<F, Fut>(
-    fleet: Arc<Fleet>,
-    chain: Arc<[ModelId]>,
+/// A task's request as every target is sent it: only `model` rewritten; the answer kept
+/// whole (a stream is a malformed answer: a task never asks for one).
+struct Whole {
     endpoint: Endpoint,
-    parsed: Parsed,
-    deadline: Instant,
+    parsed: Arc<Parsed>,
+}
+
+impl Front for Whole {
+    fn request(&self, backend: &str, _: Api) -> (Wire, Bytes) {
+        (Wire::OpenAi(self.endpoint), self.parsed.body_for(backend))
+    }
+
+    fn embeds(&self) -> bool {
+        false
+    }
+
+    fn answer(
+        &self,
+        _: Wire,
+        body: Bytes,
+        _: Instant,
+    ) -> Result<(Bytes, Option<HeaderValue>), String> {
+        Ok((body, None))
+    }
+
+    fn framing(&self, _: Wire, _: Instant) -> (Framing, Option<HeaderValue>) {
+        (Framing::sse(), None)
+    }
+
+    fn takes_stream(&self) -> bool {
+        false
+    }
+}
+
+/// A task takes at most `task_slots` of a machine, never the last interactive slot; and
+/// marks itself running on disk once, before the first request is sent.
+struct TaskGate<M> {
     slots: Arc<Slots>,
-    label: String,
-    mut mark: Option<F>,
-) -> Walked
+    mark: Option<M>,
+}
+
+impl<M, Fut> Gate for TaskGate<M>
 where
-    F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = ()>,
+    M: FnOnce() -> Fut + Send,
+    Fut: Future<Output = ()> + Send,
 {
-    let reg = &fleet.registry;
-    let started = Instant::now();
-    let mut attempts: Vec<Attempted> = Vec::new();
-    let (mut charged, mut probe_failed, mut by_breaker) = (false, false, false);
-    let mut soonest: Option<std::time::Duration> = None;
-    for &model in chain.iter() {
-        if Instant::now() >= deadline {
-            return Walked::Failed {
-                attempts,
-                charged,
-                probe_failed,
-                expired: true,
-            };
-        }
-        let machine = reg.models[model].machine;
-        let m = &reg.machines[machine];
-        // A task takes at most `task_slots` of a machine, never the last interactive slot.
-        let Some(_slot) = slots.take(&fleet, machine, m.task_slots) else {
-            attempts.push(Attempted::skipped(
-                model,
-                Skip::Busy,
-                None,
-                &crate::outcome::Held {
-                    phase: fleet.machines.phase(machine),
-                    failures: 0,
-                    last_reason: None,
-                },
-            ));
-            continue;
-        };
-        let lease = match fleet.machines.admit_pooled(machine).await {
-            Ok(lease) => lease,
-            Err(rej) => {
-                if rej.skip != Skip::Busy {
-                    by_breaker = true;
-                    if let Some(ra) = rej.retry_after {
-                        soonest = Some(soonest.map_or(ra, |s| s.min(ra)));
-                    }
-                }
-                attempts.push(crate::proxy::skipped(&fleet, model, &rej));
-                continue;
+    type Held = Slot;
+
+    fn hold(&mut self, fleet: &Fleet, machine: MachineId) -> Option<Slot> {
+        let task_slots = fleet.registry.machines[machine].task_slots;
+        self.slots.take(fleet, machine, task_slots)
+    }
+
+    fn sending(&mut self) -> impl Future<Output = ()> + Send {
+        let mark = self.mark.take();
+        async move {
+            if let Some(mark) = mark {
+                mark().await;
             }
-        };
-        let probe = lease.is_probe();
-        if let Some(mark) = mark.take() {
-            mark().await;
-        }
-        let body = parsed.body_for(&reg.models[model].backend);
-        let upstream = &fleet.upstreams[machine];
-        let failed = match upstream
-            .attempt(model, endpoint.into(), body, deadline, &lease)
-            .await
-        {
-            Ok(Answer::Full { status, body, .. }) => {
-                lease.succeed();
-                crate::proxy::count_served(&fleet, &label, model, &attempts, started);
-                return Walked::Served {
-                    target: model,
-                    status,
-                    body,
-                    attempts,
-                };
-            }
-            Ok(Answer::Stream { .. }) => {
-                // A task never asks for a stream; a machine that streams anyway answered
-                // badly.
-                Attempted::counted(
-                    model,
-                    FailureKind::Malformed,
-                    Fault::BadAnswer,
-                    "malformed answer: a stream to a request that asked for none",
-                )
-            }
-            Ok(Answer::Refused {
-                status,
-                body,
-                attempted,
-                ..
-            }) => {
-                crate::proxy::count_attempt(&fleet, machine, &attempted);
-                lease.finish(&attempted);
-                attempts.push(attempted);
-                return Walked::Refused {
-                    status,
-                    body,
-                    attempts,
-                };
-            }
-            Err(a) => a,
-        };
-        crate::proxy::count_attempt(&fleet, machine, &failed);
-        lease.finish(&failed);
-        let stayed_closed = fleet.machines.phase(machine) == Phase::Closed;
-        if probe && matches!(failed.effect, Effect::Counted(_)) {
-            probe_failed = true;
-        }
-        // SPEC §10, whose fault: an attempt is used only by a failure on a machine that
-        // stayed closed after it and that does not mean the machine is down.
-        if stayed_closed
-            && !probe
-            && !machine_down(failed.reason)
-            && failed.fault != Fault::Deadline
-        {
-            charged = true;
-        }
-        let expired = failed.fault == Fault::Deadline;
-        let move_on = failed.fault.may_fail_over();
-        attempts.push(failed);
-        if expired {
-            return Walked::Failed {
-                attempts,
-                charged,
-                probe_failed,
-                expired: true,
-            };
-        }
-        if !move_on {
-            break;
         }
     }
-    if attempts.iter().all(|a| !a.was_sent()) {
-        return Walked::Parked {
+}
+
+/// What one walk of a task needs.
+pub struct Job {
+    pub fleet: Arc<Fleet>,
+    pub group: Group,
+    pub endpoint: Endpoint,
+    pub parsed: Arc<Parsed>,
+    pub deadline: Instant,
+    pub slots: Arc<Slots>,
+    /// The route's name, for metrics.
+    pub label: String,
+}
+
+/// Walks the task's group once; `mark` runs after a machine admitted it and before
+/// anything is sent.
+pub async fn walk<M, Fut>(job: Job, mark: M) -> WalkEnd
+where
+    M: FnOnce() -> Fut + Send,
+    Fut: Future<Output = ()> + Send,
+{
+    let fleet = &job.fleet;
+    let walk = Walk {
+        fleet,
+        label: &job.label,
+        started: Instant::now(),
+        deadline: job.deadline,
+    };
+    let front = Whole {
+        endpoint: job.endpoint,
+        parsed: job.parsed,
+    };
+    let mut gate = TaskGate {
+        slots: job.slots,
+        mark: Some(mark),
+    };
+    let walked = walk.run(&job.group, &front, &mut gate).await;
+    let (reg, wall) = (&fleet.registry, crate::clock::wall());
+    let tried = |attempts: &[Attempted]| tried(reg, attempts, wall, job.deadline);
+    match walked {
+        Walked::Full {
+            target,
+            status,
+            body,
             attempts,
-            by_slots: !by_breaker,
-            soonest,
-        };
+            ..
+        } => WalkEnd::Served(
+            TaskResult::new(status.as_u16(), reg.target_name(target), &body),
+            tried(&attempts),
+        ),
+        Walked::Refused {
+            status,
+            body,
+            attempts,
+            ..
+        } => {
+            let mut err = error(
+                TaskCode::RequestRejected,
+                &format!(
+                    "the machine refused the request itself (HTTP {}); see error.upstream",
+                    status.as_u16()
+                ),
+            );
+            err.upstream = serde_json::from_slice::<&RawValue>(&body)
+                .ok()
+                .map(|r| r.to_owned());
+            WalkEnd::Refused(err, tried(&attempts))
+        }
+        // Never given to a front that takes no stream; a dropped stream served nothing.
+        Walked::Stream { attempts, .. } | Walked::Unserved { attempts } => {
+            WalkEnd::Unserved(tried(&attempts))
+        }
     }
-    Walked::Failed {
-        attempts,
-        charged,
-        probe_failed,
-        expired: false,
+}
+
+/// A walk's attempts summed up for the queue: what it shows and what it means.
+fn tried(reg: &Registry, attempts: &[Attempted], wall: SystemTime, deadline: Instant) -> Tried {
+    let at = crate::clock::rfc3339(wall);
+    let by_breaker = |a: &&Attempted| !a.was_sent() && a.reason != Reason::Busy;
+    Tried {
+        records: attempts
+            .iter()
+            .map(|a| AttemptRecord {
+                at: at.clone(),
+                target: reg.target_name(a.target),
+                outcome: a.outcome(),
+                reason: Some(a.reason),
+                detail: a.was_sent().then(|| a.detail.clone()),
+                charged: false,
+            })
+            .collect(),
+        sent: attempts.iter().any(Attempted::was_sent),
+        charged: attempts.iter().any(Attempted::charges_task),
+        probe_failed: attempts.iter().any(Attempted::failed_probe),
+        expired: attempts.iter().any(|a| a.fault == Fault::Deadline) || Instant::now() >= deadline,
+        by_breaker: attempts.iter().any(|a| by_breaker(&a)),
+        soonest: attempts
+            .iter()
+            .filter(by_breaker)
+            .filter_map(|a| a.retry_after)
+            .min(),
+        held: attempts
+            .iter()
+            .map(|a| a.describe(&reg.target_name(a.target)))
+            .collect::<Vec<_>>()
+            .join("; "),
     }
 }

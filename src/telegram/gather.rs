@@ -91,7 +91,7 @@ fn read_tasks(path: &Path, day_start: i64) -> Result<Option<Tasks>, StoreError> 
         let mut t = Tasks {
             finished: stored::finished_since(c, day_start)?,
             unfinished: stored::unfinished_count(c)?,
-            failed: stored::failures(c, day_start, digest::FAILED_SHOWN as u32)?
+            failed: stored::failures(c, None, day_start, digest::FAILED_SHOWN as u32)?
                 .into_iter()
                 .map(|f| FailedTask {
                     id: f.id.to_string(),

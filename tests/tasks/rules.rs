@@ -24,6 +24,7 @@ async fn a_task_runs_and_its_answer_is_kept_whole() {
         .await;
     assert!(t["id"].as_str().unwrap().starts_with("tsk_"));
     assert_eq!(t["object"], "task");
+    assert_eq!(t["request"]["messages"][0]["content"], "fix this bug");
     assert_eq!(t["metadata"]["job"], "nightly");
     let id = t["id"].as_str().unwrap();
     let done = finished(&lab, id).await;
@@ -34,7 +35,9 @@ async fn a_task_runs_and_its_answer_is_kept_whole() {
         done["result"]["body"]["choices"][0]["message"]["content"],
         "ok from gpu-box"
     );
-    assert_eq!(done["request"]["messages"][0]["content"], "fix this bug");
+    // Finished, it keeps its result and drops its request: `null`, not absent.
+    assert_eq!(done["request"], Value::Null);
+    assert!(done.as_object().unwrap().contains_key("request"));
     assert!(done["started_at"].is_string() && done["finished_at"].is_string());
     assert_eq!(lab.work(), (1, 0, 0));
     // The list shows summaries: no request, no result.

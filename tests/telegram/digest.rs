@@ -363,7 +363,7 @@ fn record(at: &str, outcome: &str, charged: bool) -> AttemptRecord {
     AttemptRecord {
         at: at.into(),
         target: "small@local".into(),
-        outcome: outcome.into(),
+        outcome: outcome.parse().unwrap(),
         reason: None,
         detail: None,
         charged,

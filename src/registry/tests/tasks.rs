@@ -33,6 +33,9 @@ fn defaults() -> Tasks {
     Tasks {
         max_running: 4,
         max_queued: 10_000,
+        max_queued_per_key: None,
+        max_finished: 100_000,
+        max_finished_bytes: 1 << 30,
         default_deadline: secs(86_400),
         max_attempts: 3,
         keep: secs(7 * 86_400),
@@ -83,6 +86,8 @@ fn the_shipped_block_uncommented_is_the_defaults() {
     let reg = crate::registry::Registry::parse(&text, FILE).unwrap();
     let mut expected = defaults();
     expected.callback_secret_env = Some("LABROUTER_WEBHOOK_SECRET".into());
+    // Optional, shown at the most it may be: the whole queue.
+    expected.max_queued_per_key = Some(10_000);
     assert_eq!(reg.tasks, expected);
 }
 
@@ -91,6 +96,9 @@ fn every_field_is_read() {
     let reg = parse(&with_tasks(&[
         "  max_running: 2",
         "  max_queued: 50",
+        "  max_queued_per_key: 10",
+        "  max_finished: 500",
+        "  max_finished_bytes: 64MiB",
         "  default_deadline: 2h",
         "  max_attempts: 7",
         "  keep: 30d",
@@ -104,6 +112,9 @@ fn every_field_is_read() {
         Tasks {
             max_running: 2,
             max_queued: 50,
+            max_queued_per_key: Some(10),
+            max_finished: 500,
+            max_finished_bytes: 64 << 20,
             default_deadline: secs(7200),
             max_attempts: 7,
             keep: secs(30 * 86_400),
@@ -241,6 +252,32 @@ fn counts_out_of_range_are_rejected() {
         &["max_running", "whole number"],
     );
     rejected("  max_queued: -1", "-1", &["max_queued"]);
+    rejected(
+        "  max_finished: 0",
+        "0",
+        &["tasks.max_finished", "from 1 to 10000000"],
+    );
+    rejected(
+        "  max_queued_per_key: 0",
+        "0",
+        &["tasks.max_queued_per_key", "from 1 to 10000"],
+    );
+    // One key's share is at most the whole queue.
+    rejected(
+        "  max_queued_per_key: 10001",
+        "10001",
+        &["tasks.max_queued_per_key", "from 1 to 10000", "got 10001"],
+    );
+    rejected(
+        "  max_finished_bytes: 64KiB",
+        "64KiB",
+        &["tasks.max_finished_bytes", "at least 1MiB", "64KiB"],
+    );
+    rejected(
+        "  max_finished_bytes: lots",
+        "lots",
+        &["tasks.max_finished_bytes"],
+    );
 }
 
 #[test]

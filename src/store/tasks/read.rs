@@ -28,6 +28,10 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Task> {
         None => None,
         Some(s) => Some(serde_json::from_str(&s).map_err(|e| bad(20, e.to_string()))?),
     };
+    let result = match r.get::<_, Option<String>>(19)? {
+        None => None,
+        Some(s) => Some(serde_json::from_str(&s).map_err(|e| bad(19, e.to_string()))?),
+    };
     let callback = match r.get::<_, Option<String>>(21)? {
         None => None,
         Some(url) => Some(Callback {
@@ -61,7 +65,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Task> {
         interrupted: r.get(16)?,
         attempts,
         waiting_for: r.get(18)?,
-        result: r.get(19)?,
+        result,
         error,
         callback,
     })
@@ -127,6 +131,42 @@ pub fn unfinished(conn: &Connection) -> rusqlite::Result<Vec<Task>> {
     rows.collect()
 }
 
+/// The task an Idempotency-Key of `owner` made, with the fingerprint of its body.
+pub fn by_key(
+    conn: &Connection,
+    owner: &str,
+    key: &str,
+) -> rusqlite::Result<Option<(TaskId, String)>> {
+    let seen: Option<(String, String)> = conn
+        .query_row(
+            "SELECT id, idem_fingerprint FROM tasks WHERE owner = ?1 AND idem_key = ?2",
+            params![owner, key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(seen.and_then(|(id, f)| Some((id.parse().ok()?, f))))
+}
+
+/// How each finished task that an unfinished one follows ended: a restart decides the
+/// follow-ups of parents that ended without success.
+pub fn finished_parents(
+    conn: &Connection,
+) -> rusqlite::Result<std::collections::HashMap<TaskId, TaskStatus>> {
+    let mut stmt = conn.prepare(
+        "SELECT p.id, p.status FROM tasks AS p WHERE p.finished_ms IS NOT NULL AND p.id IN (
+            SELECT j.value FROM tasks AS c, json_each(c.after) AS j WHERE c.finished_ms IS NULL)",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    let mut out = std::collections::HashMap::new();
+    for r in rows {
+        let (id, status) = r?;
+        if let (Ok(id), Ok(status)) = (id.parse::<TaskId>(), status.parse::<TaskStatus>()) {
+            out.insert(id, status);
+        }
+    }
+    Ok(out)
+}
+
 /// Tasks whose callback is still to be delivered.
 pub fn undelivered(conn: &Connection) -> rusqlite::Result<Vec<Task>> {
     let mut stmt = conn.prepare(&format!(
@@ -189,12 +229,18 @@ pub struct Failure {
     pub error: Option<TaskError>,
 }
 
-/// The `limit` latest tasks that ended failed or expired at or after `since_ms`, newest
-/// first. A row this version cannot read is skipped, not an error: a view stays up.
-pub fn failures(conn: &Connection, since_ms: i64, limit: u32) -> rusqlite::Result<Vec<Failure>> {
+/// The `limit` latest tasks of `owner` (any when `None`) that ended failed or expired at
+/// or after `since_ms`, newest first. A row this version cannot read is skipped, not an
+/// error: a view stays up.
+pub fn failures(
+    conn: &Connection,
+    owner: Option<&str>,
+    since_ms: i64,
+    limit: u32,
+) -> rusqlite::Result<Vec<Failure>> {
     let mut stmt = conn.prepare(
         "SELECT id, status, finished_ms, error FROM tasks
-         WHERE status IN (?1, ?2) AND finished_ms >= ?3
+         WHERE status IN (?1, ?2) AND finished_ms >= ?3 AND (?5 IS NULL OR owner = ?5)
          ORDER BY finished_ms DESC, seq DESC LIMIT ?4",
     )?;
     let rows = stmt.query_map(
@@ -202,7 +248,8 @@ pub fn failures(conn: &Connection, since_ms: i64, limit: u32) -> rusqlite::Resul
             TaskStatus::Failed.as_str(),
             TaskStatus::Expired.as_str(),
             since_ms,
-            limit
+            limit,
+            owner
         ],
         |r| {
             Ok((

@@ -116,7 +116,7 @@ pub fn outage_wait(t: &Succeeded, down: &[(i64, i64)]) -> Option<Duration> {
         };
         let held_back = records
             .iter()
-            .all(|r| !r.charged && r.outcome != "interrupted");
+            .all(|r| !r.charged && r.outcome != crate::outcome::AttemptOutcome::Interrupted);
         if held_back && ts.as_second() < finished_s {
             held = Some(ts.as_millisecond());
             break;

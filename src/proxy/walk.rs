@@ -1,0 +1,208 @@
+//! The chain walk, written once for interactive requests and tasks: for each target, skip
+//! what a breaker (or the caller's own gate) holds back, attempt the next, classify,
+//! record, and move on while the request may fail over. Every attempt's outcome is kept, in
+//! order. The callers differ only in what they do with the answer and with a chain that
+//! held everything back: the proxy answers or waits (`x-labrouter-wait`), a task parks.
+
+use std::future::Future;
+
+use axum::http::{HeaderValue, StatusCode};
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::{count_attempt, count_served, given, skipped, Front};
+use crate::breaker::{FailureKind, Phase};
+use crate::fleet::Fleet;
+use crate::machines::Lease;
+use crate::outcome::{Attempted, Fault, Held, MachineId, ModelId, Skip, Wire};
+use crate::upstream::{Answer, Chunks};
+
+/// What a caller adds to each target's admission.
+pub trait Gate {
+    /// Held while the target is tried, released when dropped.
+    type Held;
+    /// Before the breaker is asked: whether the caller may use `machine` now (a task takes
+    /// one of the machine's task slots). `None` skips the target as busy.
+    fn hold(&mut self, fleet: &Fleet, machine: MachineId) -> Option<Self::Held>;
+    /// Once per walk, after a machine admitted the call and before anything is sent.
+    fn sending(&mut self) -> impl Future<Output = ()> + Send;
+}
+
+/// No gate: an interactive request is held back by the breakers alone.
+pub struct Open;
+
+impl Gate for Open {
+    type Held = ();
+
+    fn hold(&mut self, _: &Fleet, _: MachineId) -> Option<()> {
+        Some(())
+    }
+
+    fn sending(&mut self) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+}
+
+/// Where a walk runs: the fleet serving now, the route's label (for metrics), when the
+/// request started and its deadline.
+pub struct Walk<'a> {
+    pub fleet: &'a Fleet,
+    pub label: &'a str,
+    pub started: Instant,
+    pub deadline: Instant,
+}
+
+/// How a walk ended.
+pub enum Walked {
+    /// A machine answered whole.
+    Full {
+        target: ModelId,
+        status: StatusCode,
+        content_type: Option<HeaderValue>,
+        body: Bytes,
+        attempts: Vec<Attempted>,
+    },
+    /// A machine is streaming; the lease travels with the stream, which decides it.
+    Stream {
+        target: ModelId,
+        wire: Wire,
+        status: StatusCode,
+        content_type: Option<HeaderValue>,
+        first: Bytes,
+        rest: Chunks,
+        lease: Lease,
+        attempts: Vec<Attempted>,
+    },
+    /// A machine refused the request itself (400, 413, 422): the chain stops there.
+    Refused {
+        status: StatusCode,
+        content_type: Option<HeaderValue>,
+        body: Bytes,
+        attempts: Vec<Attempted>,
+    },
+    /// Nothing served: every target was held back, failed, or the request ran out of time.
+    Unserved { attempts: Vec<Attempted> },
+}
+
+impl Walk<'_> {
+    /// Walks `chain` once for `front`, through `gate`.
+    pub async fn run<F: Front, G: Gate>(
+        &self,
+        chain: &[ModelId],
+        front: &F,
+        gate: &mut G,
+    ) -> Walked {
+        let (fleet, reg) = (self.fleet, &self.fleet.registry);
+        let first_backend = chain
+            .first()
+            .map_or("", |&m| reg.models[m].backend.as_str());
+        let mut attempts: Vec<Attempted> = Vec::new();
+        for &model in chain {
+            // Embeddings fall back only to the same backend model: vectors of another model
+            // would corrupt the client's index without a word.
+            if front.embeds() && reg.models[model].backend != first_backend {
+                continue;
+            }
+            // The chain moves on while the request's deadline allows.
+            if Instant::now() >= self.deadline && !attempts.is_empty() {
+                break;
+            }
+            let machine = reg.models[model].machine;
+            let Some(_held) = gate.hold(fleet, machine) else {
+                let held = Held {
+                    phase: fleet.machines.phase(machine),
+                    failures: 0,
+                    last_reason: None,
+                };
+                attempts.push(Attempted::skipped(model, Skip::Busy, None, &held));
+                continue;
+            };
+            // A shared machine's probe is the pool's.
+            let lease = match fleet.machines.admit_pooled(machine).await {
+                Ok(lease) => lease,
+                Err(rej) => {
+                    attempts.push(skipped(fleet, model, &rej));
+                    continue;
+                }
+            };
+            let probe = lease.is_probe();
+            gate.sending().await;
+            let upstream = &fleet.upstreams[machine];
+            let (wire, body) = front.request(&reg.models[model].backend, upstream.api);
+            let answer = upstream
+                .attempt(model, wire, body, self.deadline, &lease)
+                .await
+                .and_then(|answer| given(front, model, wire, answer, self.started));
+            let mut failed = match answer {
+                Ok(Answer::Full {
+                    status,
+                    content_type,
+                    body,
+                }) => {
+                    lease.succeed();
+                    count_served(fleet, self.label, model, &attempts, self.started);
+                    return Walked::Full {
+                        target: model,
+                        status,
+                        content_type,
+                        body,
+                        attempts,
+                    };
+                }
+                Ok(Answer::Stream {
+                    status,
+                    content_type,
+                    first,
+                    rest,
+                }) if front.takes_stream() => {
+                    count_served(fleet, self.label, model, &attempts, self.started);
+                    return Walked::Stream {
+                        target: model,
+                        wire,
+                        status,
+                        content_type,
+                        first,
+                        rest,
+                        lease,
+                        attempts,
+                    };
+                }
+                // A request that asked for no stream got one: the machine answered badly.
+                Ok(Answer::Stream { .. }) => Attempted::counted(
+                    model,
+                    FailureKind::Malformed,
+                    Fault::BadAnswer,
+                    "malformed answer: a stream to a request that asked for none",
+                ),
+                // The request's own fault: the machine's answer goes back as is.
+                Ok(Answer::Refused {
+                    status,
+                    content_type,
+                    body,
+                    attempted,
+                }) => {
+                    count_attempt(fleet, machine, &attempted);
+                    lease.finish(&attempted);
+                    attempts.push(attempted);
+                    return Walked::Refused {
+                        status,
+                        content_type,
+                        body,
+                        attempts,
+                    };
+                }
+                Err(attempted) => attempted,
+            };
+            count_attempt(fleet, machine, &failed);
+            lease.finish(&failed);
+            failed.probe = probe;
+            failed.closed_after = fleet.machines.phase(machine) == Phase::Closed;
+            let move_on = failed.fault.may_fail_over();
+            attempts.push(failed);
+            if !move_on {
+                break;
+            }
+        }
+        Walked::Unserved { attempts }
+    }
+}

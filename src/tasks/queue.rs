@@ -1,0 +1,679 @@
+//! The task queue as a plain value: every unfinished task's live state, and every decision
+//! the queue makes — admitting a submit and linking its `after`, what is due at a tick,
+//! what a walk's end means, how a task ends and what follows from it. Like the breaker's
+//! `step`, none of these locks, reads a clock, touches the store or spawns: each takes `now`
+//! (tokio's clock) and the wall time as arguments and returns [`Effect`]s, which the
+//! scheduler (`super::scheduler`) carries out under its lock.
+//!
+//! **How a task waits for a machine**, in this file and its two parts:
+//! 1. A ready task (queued or waiting) is *routed* once: its chain, filtered by `accept`,
+//!    becomes its *group*; tasks with the same targets wait together.
+//! 2. At a tick ([`Queue::scan`], `due.rs`) ready tasks are looked at by priority, then age.
+//!    A group whose last walk served is *open*: its tasks start as slots allow
+//!    (`max_running`, and the caller's `free`: `task_slots` per machine and one slot left to
+//!    interactive requests). A group not known to serve is walked by one task at a time:
+//!    one probe per recovering machine, never one per waiting task.
+//! 3. The walk goes through the same breakers as any request. When every target was held
+//!    back, nothing was sent and the group is *parked* ([`Queue::walked`], `walked.rs`):
+//!    its tasks are `waiting`, cost no attempt, and are not walked again until a breaker
+//!    changes ([`Queue::breaker_changed`]) or the soonest cooldown ends.
+//! 4. When something was sent and nothing served, the walk costs an attempt only when a try
+//!    failed on a machine that stayed closed ([`crate::outcome::Attempted::charges_task`]);
+//!    the next walk follows a backoff. A task whose probe failed goes behind the others of
+//!    its priority, so the probe role rotates.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::model::{AttemptRecord, Task, TaskError, TaskId};
+use super::submit::NewTask;
+use crate::outcome::{Delivery, ModelId, TaskCode, TaskStatus};
+use crate::request::Parsed;
+use crate::store::ms;
+
+mod due;
+mod walked;
+
+pub use due::{Cursor, Due, Start, ROUTE_BATCH};
+pub use walked::{Tried, WalkEnd};
+
+/// At most this many attempt records are kept per task (oldest dropped first).
+const MAX_RECORDS: usize = 100;
+/// The bytes of prepared requests the queue holds in memory, all tasks together; past it a
+/// task's request is read from the store again when it starts.
+const HELD_MAX: usize = 64 << 20;
+
+/// A task's chain as the queue groups it: tasks with the same targets wait together.
+pub type Group = Arc<[ModelId]>;
+
+/// What the scheduler carries out after a decision, in order.
+#[derive(Debug)]
+pub enum Effect {
+    /// These tasks' new states, in one transaction; with `ack`, the announcements that
+    /// follow wait for the commit.
+    Write { tasks: Vec<Task>, ack: bool },
+    /// A task finished: once the writes before it committed, tell its waiters (and its
+    /// callback).
+    Announce(TaskId),
+    /// Stop this task's running walk (its lease is then a cancel: neutral for the breaker).
+    Abort(TaskId),
+}
+
+/// Why a submit was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("after[{index}]: no task {id}")]
+    UnknownAfter { index: usize, id: TaskId },
+    #[error("the queue holds tasks.max_queued ({max}) unfinished tasks; try again later")]
+    QueueFull { max: u32 },
+    #[error("this key has tasks.max_queued_per_key ({max}) unfinished tasks; try again later")]
+    KeyFull { max: u32 },
+    #[error("this Idempotency-Key was used with a different body")]
+    KeyReused,
+    #[error("the task store failed: {0}")]
+    Store(String),
+}
+
+/// Task counts for `/status` and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Counts {
+    pub blocked: u64,
+    pub queued: u64,
+    pub waiting: u64,
+    pub running: u64,
+    /// Seconds the longest-waiting task has been waiting.
+    pub oldest_waiting_s: Option<u64>,
+}
+
+impl Counts {
+    /// The unfinished counts by status (the `labrouter_tasks{status}` gauges).
+    pub fn by_status(&self) -> Vec<(TaskStatus, u64)> {
+        vec![
+            (TaskStatus::Blocked, self.blocked),
+            (TaskStatus::Queued, self.queued),
+            (TaskStatus::Waiting, self.waiting),
+            (TaskStatus::Running, self.running),
+        ]
+    }
+}
+
+/// One unfinished task.
+struct Entry {
+    task: Task,
+    /// Queue position within its priority: its age, or the back after a failed probe.
+    order: u64,
+    /// When it joined the queue, in order: ties of `created_ms` go by it.
+    arrival: u64,
+    /// Parents not yet known to have succeeded.
+    pending: usize,
+    deadline: Instant,
+    /// Not walked again before this (backoff after a failed walk).
+    next_walk: Option<Instant>,
+    /// Walks in a row that failed without serving (for the backoff).
+    failed_walks: u32,
+    /// The chain, once routed; with the registry version it was routed under.
+    group: Option<(Group, String)>,
+    /// Its request, ready to send (parents' text filled in), while the budget allows.
+    prepared: Option<Arc<Parsed>>,
+    /// A walk of it is under way.
+    running: bool,
+}
+
+/// Run order: priority (higher first), then position.
+type Key = (i64, u64, TaskId);
+
+fn key(e: &Entry) -> Key {
+    (-i64::from(e.task.priority), e.order, e.task.id.clone())
+}
+
+/// The queue's whole live state.
+#[derive(Default)]
+pub struct Queue {
+    entries: HashMap<TaskId, Entry>,
+    /// Queued and waiting tasks (not blocked, not running) in the order they run.
+    ready: BTreeSet<Key>,
+    /// Children waiting on a parent.
+    children: HashMap<TaskId, Vec<TaskId>>,
+    /// Groups whose last walk found every target held back, until a breaker changes or
+    /// their soonest cooldown ends.
+    parked: HashMap<Group, Option<Instant>>,
+    /// Groups with a walk in flight while not known to serve: one walk at a time.
+    probing: HashSet<Group>,
+    /// Groups whose last walk served: their tasks start as slots allow.
+    open: HashSet<Group>,
+    /// Every entry's deadline, soonest first (kept by `put` and `take`).
+    deadlines: BTreeSet<(Instant, TaskId)>,
+    next_order: u64,
+    running: u32,
+    /// Tasks finished whose last state is on its way to the disk: reads find them here
+    /// until it is committed and they are announced.
+    ending: HashMap<TaskId, Task>,
+    /// Unfinished tasks per owner (`tasks.max_queued_per_key`).
+    owners: HashMap<String, u32>,
+    /// Bytes of the prepared requests held.
+    held: usize,
+    /// Shutting down: nothing more starts.
+    stopping: bool,
+}
+
+/// An error object of the task's own (not a machine's).
+pub fn error(code: TaskCode, message: &str) -> TaskError {
+    TaskError {
+        kind: "task_error".into(),
+        code,
+        message: message.to_string(),
+        upstream: None,
+    }
+}
+
+/// Marks a task finished in `status` at `wall`.
+fn finish(task: &mut Task, status: TaskStatus, err: Option<TaskError>, wall: SystemTime) {
+    task.status = status;
+    task.finished_ms = Some(ms(wall));
+    task.waiting_for = None;
+    if status != TaskStatus::Succeeded {
+        task.error = err;
+    }
+}
+
+fn push_records(task: &mut Task, records: Vec<AttemptRecord>) {
+    task.attempts.extend(records);
+    let over = task.attempts.len().saturating_sub(MAX_RECORDS);
+    if over > 0 {
+        task.attempts.drain(..over);
+    }
+}
+
+/// Sets what `e` holds of its request, within the budget `held` counts against (`None`
+/// releases it).
+fn hold(held: &mut usize, e: &mut Entry, prepared: Option<Arc<Parsed>>) {
+    if let Some(old) = e.prepared.take() {
+        *held = held.saturating_sub(old.body.len());
+    }
+    if let Some(p) = prepared {
+        if *held + p.body.len() <= HELD_MAX {
+            *held += p.body.len();
+            e.prepared = Some(p);
+        }
+    }
+}
+
+/// How long until `deadline_ms`, from `wall`, as a tokio instant after `now`.
+fn deadline_of(deadline_ms: i64, now: Instant, wall: SystemTime) -> Instant {
+    let left = u64::try_from(deadline_ms.saturating_sub(ms(wall))).unwrap_or(0);
+    crate::clock::after(now, Duration::from_millis(left))
+}
+
+// === impl Queue: entries in and out ===
+
+impl Queue {
+    fn put(&mut self, e: Entry) {
+        self.deadlines.insert((e.deadline, e.task.id.clone()));
+        self.entries.insert(e.task.id.clone(), e);
+    }
+
+    /// Takes an entry out of every index (it is put back, or it ended: then
+    /// [`Queue::release`] it).
+    fn take(&mut self, id: &TaskId) -> Option<Entry> {
+        let e = self.entries.remove(id)?;
+        self.deadlines.remove(&(e.deadline, e.task.id.clone()));
+        self.ready.remove(&key(&e));
+        Some(e)
+    }
+
+    /// An entry taken out for good: what it held and its place in its owner's count.
+    fn release(&mut self, e: &mut Entry) {
+        hold(&mut self.held, e, None);
+        self.forget_owner(&e.task.owner);
+    }
+
+    /// Sets what task `id` holds of its request, within the budget.
+    fn hold_for(&mut self, id: &TaskId, prepared: Option<Arc<Parsed>>) {
+        if let Some(e) = self.entries.get_mut(id) {
+            hold(&mut self.held, e, prepared);
+        }
+    }
+
+    /// A task enters the queue, blocked on `pending` parents or ready.
+    fn admit_entry(&mut self, mut task: Task, pending: usize, now: Instant, wall: SystemTime) {
+        let order = self.next_order;
+        self.next_order += 1;
+        task.status = if pending > 0 {
+            TaskStatus::Blocked
+        } else {
+            TaskStatus::Queued
+        };
+        *self.owners.entry(task.owner.clone()).or_default() += 1;
+        let e = Entry {
+            deadline: deadline_of(task.deadline_ms, now, wall),
+            task,
+            order,
+            arrival: order,
+            pending,
+            next_walk: None,
+            failed_walks: 0,
+            group: None,
+            prepared: None,
+            running: false,
+        };
+        if pending == 0 {
+            self.ready.insert(key(&e));
+        }
+        self.put(e);
+    }
+
+    /// One of `child`'s parents succeeded: with none left pending, it is ready.
+    fn parent_succeeded(&mut self, child: &TaskId) {
+        let Some(e) = self.entries.get_mut(child) else {
+            return;
+        };
+        e.pending = e.pending.saturating_sub(1);
+        if e.pending == 0 && e.task.status == TaskStatus::Blocked {
+            e.task.status = TaskStatus::Queued;
+            let k = key(e);
+            self.ready.insert(k);
+        }
+    }
+
+    /// Ends an unfinished task and, down the chain, its follow-ups (`dependency_failed`):
+    /// one write for them all, so a task's end and its cascade commit together.
+    pub fn end(
+        &mut self,
+        id: &TaskId,
+        status: TaskStatus,
+        err: TaskError,
+        wall: SystemTime,
+    ) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        let mut ended = Vec::new();
+        let mut todo = vec![(id.clone(), status, err)];
+        while let Some((id, status, err)) = todo.pop() {
+            let Some(mut e) = self.take(&id) else {
+                continue;
+            };
+            self.release(&mut e);
+            if e.running {
+                // Its walk never reports: account for it here.
+                effects.push(Effect::Abort(id.clone()));
+                self.running = self.running.saturating_sub(1);
+                if let Some((g, _)) = &e.group {
+                    self.probing.remove(g);
+                }
+            }
+            finish(&mut e.task, status, Some(err), wall);
+            for child in self.children.remove(&id).unwrap_or_default() {
+                let why = format!("a task it follows, {id}, ended {status}");
+                todo.push((
+                    child,
+                    TaskStatus::Cancelled,
+                    error(TaskCode::DependencyFailed, &why),
+                ));
+            }
+            ended.push(e.task);
+        }
+        self.ended(ended, effects)
+    }
+
+    /// The effects of tasks that finished: their last states in one write, then each
+    /// announced.
+    fn ended(&mut self, ended: Vec<Task>, mut effects: Vec<Effect>) -> Vec<Effect> {
+        if ended.is_empty() {
+            return effects;
+        }
+        effects.push(Effect::Write {
+            tasks: ended.clone(),
+            ack: true,
+        });
+        for t in ended {
+            effects.push(Effect::Announce(t.id.clone()));
+            self.ending.insert(t.id.clone(), t);
+        }
+        effects
+    }
+
+    fn forget_owner(&mut self, owner: &str) {
+        if let Some(n) = self.owners.get_mut(owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.owners.remove(owner);
+            }
+        }
+    }
+
+    /// A finished task was announced: it is the store's to show from now on.
+    pub fn announced(&mut self, id: &TaskId) -> Option<Task> {
+        self.ending.remove(id)
+    }
+}
+
+// === impl Queue: submits and restarts ===
+
+impl Queue {
+    /// Whether `id` is an unfinished task of `owner` in the queue (a parent that blocks).
+    pub fn live_parent(&self, owner: &str, id: &TaskId) -> bool {
+        self.entries.get(id).is_some_and(|e| e.task.owner == owner)
+    }
+
+    /// Whether `owner` may queue one more task.
+    pub fn room(&self, owner: &str, max: u32, per_key: Option<u32>) -> Result<(), SubmitError> {
+        if self.entries.len() >= max as usize {
+            return Err(SubmitError::QueueFull { max });
+        }
+        match per_key {
+            Some(max) if self.owners.get(owner).copied().unwrap_or(0) >= max => {
+                Err(SubmitError::KeyFull { max })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A new task as it is stored: blocked when it has parents, cancelled at once when one
+    /// of them already ended without success (`doomed`: its code and why).
+    pub fn new_task(
+        owner: &str,
+        new: NewTask,
+        doomed: Option<(TaskCode, String)>,
+        wall: SystemTime,
+    ) -> Task {
+        let mut task = Task {
+            seq: 0,
+            id: TaskId::new(),
+            owner: owner.to_string(),
+            status: if new.after.is_empty() {
+                TaskStatus::Queued
+            } else {
+                TaskStatus::Blocked
+            },
+            endpoint: new.endpoint,
+            route: new.route,
+            accept: new.accept,
+            priority: new.priority,
+            after: new.after,
+            metadata: new.metadata,
+            created_ms: ms(wall),
+            started_ms: None,
+            finished_ms: None,
+            deadline_ms: ms(new.deadline),
+            attempts_used: 0,
+            max_attempts: new.max_attempts,
+            interrupted: 0,
+            attempts: Vec::new(),
+            waiting_for: None,
+            result: None,
+            error: None,
+            callback: new.callback.map(|url| crate::task::Callback {
+                url,
+                state: Delivery::Pending,
+                attempts: 0,
+                last_error: None,
+            }),
+        };
+        if let Some((code, why)) = doomed {
+            let why = format!("a task it follows did not succeed: {why}");
+            finish(
+                &mut task,
+                TaskStatus::Cancelled,
+                Some(error(code, &why)),
+                wall,
+            );
+        }
+        task
+    }
+
+    /// A stored task joins the queue. Each parent is live (it blocks the task), finished
+    /// as `known` (or `ending`) says, or unknown: the store must say how it ended
+    /// ([`Queue::parent_ended`]); the ids of those are returned. `prepared` is its request
+    /// when it needs no parent's text.
+    pub fn admit(
+        &mut self,
+        task: Task,
+        known: &HashMap<TaskId, TaskStatus>,
+        prepared: Option<Arc<Parsed>>,
+        now: Instant,
+        wall: SystemTime,
+    ) -> (Vec<Effect>, Vec<TaskId>) {
+        let (id, after) = (task.id.clone(), task.after.clone());
+        let mut pending = 0;
+        let mut unknown = Vec::new();
+        let mut failed: Option<(TaskId, TaskStatus)> = None;
+        for p in after {
+            let status = self
+                .ending
+                .get(&p)
+                .map(|t| t.status)
+                .or_else(|| known.get(&p).copied());
+            if self.entries.contains_key(&p) {
+                self.children.entry(p).or_default().push(id.clone());
+                pending += 1;
+            } else if let Some(status) = status {
+                if status != TaskStatus::Succeeded {
+                    failed.get_or_insert((p, status));
+                }
+            } else {
+                unknown.push(p);
+                pending += 1;
+            }
+        }
+        self.admit_entry(task, pending, now, wall);
+        self.hold_for(&id, prepared);
+        let effects = match failed {
+            Some((p, status)) => self.end(
+                &id,
+                TaskStatus::Cancelled,
+                dependency(&p, Some(status)),
+                wall,
+            ),
+            None => Vec::new(),
+        };
+        (effects, unknown)
+    }
+
+    /// The store says how `parent` of `child` ended (`None`: it has no such task).
+    pub fn parent_ended(
+        &mut self,
+        child: &TaskId,
+        parent: &TaskId,
+        status: Option<TaskStatus>,
+        wall: SystemTime,
+    ) -> Vec<Effect> {
+        if status == Some(TaskStatus::Succeeded) {
+            self.parent_succeeded(child);
+            return Vec::new();
+        }
+        self.end(
+            child,
+            TaskStatus::Cancelled,
+            dependency(parent, status),
+            wall,
+        )
+    }
+
+    /// The queue of a store after a restart: blocked, queued and waiting tasks go on; a task
+    /// that was running is queued again with an `interrupted` attempt, or failed if that is
+    /// its second interruption. A task whose parent ended without success (`parents`: the
+    /// finished parents' statuses, as the store has them) is cancelled, down its chain.
+    pub fn resume(
+        &mut self,
+        tasks: Vec<Task>,
+        parents: &HashMap<TaskId, TaskStatus>,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Vec<Effect> {
+        let mut written = Vec::new();
+        let mut failed = Vec::new();
+        let mut resumed = Vec::new();
+        for mut t in tasks {
+            if t.status == TaskStatus::Running {
+                t.interrupted += 1;
+                push_records(
+                    &mut t,
+                    vec![AttemptRecord {
+                        at: crate::clock::rfc3339(wall),
+                        target: String::new(),
+                        outcome: crate::outcome::AttemptOutcome::Interrupted,
+                        reason: None,
+                        detail: Some("the router stopped while this task was running".into()),
+                        charged: false,
+                    }],
+                );
+                if t.interrupted >= 2 {
+                    let why = "the router stopped twice while this task was running; it is not run a third time";
+                    finish(
+                        &mut t,
+                        TaskStatus::Failed,
+                        Some(error(TaskCode::Interrupted, why)),
+                        wall,
+                    );
+                    failed.push(t);
+                    continue;
+                }
+                t.status = TaskStatus::Queued;
+                written.push(t.clone());
+            }
+            resumed.push(t);
+        }
+        let live: HashSet<TaskId> = resumed.iter().map(|t| t.id.clone()).collect();
+        let mut ended: HashMap<TaskId, TaskStatus> = parents.clone();
+        ended.extend(failed.iter().map(|t| (t.id.clone(), t.status)));
+        let mut doomed = Vec::new();
+        for t in resumed {
+            let mut pending = 0;
+            let mut bad: Option<(TaskId, Option<TaskStatus>)> = None;
+            for p in &t.after {
+                if live.contains(p) {
+                    pending += 1;
+                    self.children
+                        .entry(p.clone())
+                        .or_default()
+                        .push(t.id.clone());
+                } else {
+                    match ended.get(p) {
+                        Some(TaskStatus::Succeeded) => {}
+                        other => {
+                            bad.get_or_insert((p.clone(), other.copied()));
+                        }
+                    }
+                }
+            }
+            if let Some((p, status)) = bad {
+                doomed.push((t.id.clone(), p, status));
+            }
+            self.admit_entry(t, pending, now, wall);
+        }
+        written.extend(failed.iter().cloned());
+        let mut effects = Vec::new();
+        if !written.is_empty() {
+            effects.push(Effect::Write {
+                tasks: written,
+                ack: true,
+            });
+        }
+        effects.extend(failed.iter().map(|t| Effect::Announce(t.id.clone())));
+        for t in failed {
+            self.ending.insert(t.id.clone(), t);
+        }
+        for (child, p, status) in doomed {
+            effects.extend(self.end(&child, TaskStatus::Cancelled, dependency(&p, status), wall));
+        }
+        effects
+    }
+}
+
+/// The error of a follow-up whose parent `p` ended `status` (`None`: it is gone).
+fn dependency(p: &TaskId, status: Option<TaskStatus>) -> TaskError {
+    let ended = status.map_or("and is gone".to_string(), |s| s.to_string());
+    error(
+        TaskCode::DependencyFailed,
+        &format!("a task it follows, {p}, ended {ended}"),
+    )
+}
+
+// === impl Queue: what the API and the views read ===
+
+impl Queue {
+    /// A task of `owner` (any when `None`), unfinished or ending.
+    pub fn get(&self, id: &TaskId, owner: Option<&str>) -> Option<Option<Task>> {
+        let t = self
+            .entries
+            .get(id)
+            .map(|e| &e.task)
+            .or_else(|| self.ending.get(id))?;
+        Some(owner.is_none_or(|o| o == t.owner).then(|| t.clone()))
+    }
+
+    /// Unfinished tasks in `status`, newest first.
+    pub fn list(
+        &self,
+        status: TaskStatus,
+        owner: Option<&str>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Vec<Task> {
+        let mut out: Vec<Task> = self
+            .entries
+            .values()
+            .filter(|e| e.task.status == status)
+            .filter(|e| owner.is_none_or(|o| o == e.task.owner))
+            .filter(|e| before.is_none_or(|b| e.task.seq < b))
+            .map(|e| e.task.clone())
+            .collect();
+        out.sort_by_key(|t| std::cmp::Reverse(t.seq));
+        out.truncate(limit as usize);
+        out
+    }
+
+    /// Stored rows with the live state of those still unfinished laid over them.
+    pub fn overlay(&self, rows: &mut [Task]) {
+        for t in rows {
+            if let Some(e) = self.entries.get(&t.id) {
+                *t = e.task.clone();
+            }
+        }
+    }
+
+    /// Live counts for `/status` and metrics, ages from `wall`.
+    pub fn counts(&self, wall: SystemTime) -> Counts {
+        let mut c = Counts::default();
+        let now_ms = ms(wall);
+        for e in self.entries.values() {
+            match e.task.status {
+                TaskStatus::Blocked => c.blocked += 1,
+                TaskStatus::Queued => c.queued += 1,
+                TaskStatus::Waiting => {
+                    c.waiting += 1;
+                    let age =
+                        u64::try_from(now_ms.saturating_sub(e.task.created_ms)).unwrap_or(0) / 1000;
+                    c.oldest_waiting_s = Some(c.oldest_waiting_s.map_or(age, |o| o.max(age)));
+                }
+                TaskStatus::Running => c.running += 1,
+                _ => {}
+            }
+        }
+        c
+    }
+
+    /// The task of `owner` (any when `None`) waiting longest, by creation.
+    pub fn oldest_waiting(&self, owner: Option<&str>) -> Option<Task> {
+        self.entries
+            .values()
+            .filter(|e| e.task.status == TaskStatus::Waiting)
+            .filter(|e| owner.is_none_or(|o| o == e.task.owner))
+            .min_by_key(|e| (e.task.created_ms, e.arrival))
+            .map(|e| e.task.clone())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Walks under way.
+    pub fn running(&self) -> u32 {
+        self.running
+    }
+}
+
+#[cfg(test)]
+mod tests;

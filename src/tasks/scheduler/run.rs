@@ -1,0 +1,311 @@
+//! The runner: what wakes the queue, what a tick does (expire, route, start), one walk in
+//! its own tokio task, and the drain on shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use super::{lock, Scheduler};
+use crate::fleet::Fleet;
+use crate::outcome::{ModelId, TaskCode};
+use crate::request::Parsed;
+use crate::tasks::follow::{self, Output};
+use crate::tasks::model::{Accept, Task, TaskId};
+use crate::tasks::queue::{Group, Start, WalkEnd, ROUTE_BATCH};
+use crate::tasks::walk::{walk, Job};
+
+impl Scheduler {
+    /// Runs the queue until the process ends (or the task is aborted). It wakes when a
+    /// breaker changes (parked groups may try again: one may be the probe), when a call
+    /// ends (a slot freed), when a task comes or goes, and when a backoff, a cooldown or
+    /// a deadline is due — never on a timer that polls a machine.
+    pub async fn run(self: Arc<Self>) {
+        // Walks run in their own tokio tasks; they stop with the queue's runner.
+        struct StopWalks(Arc<Scheduler>);
+        impl Drop for StopWalks {
+            fn drop(&mut self) {
+                for (_, walk) in lock(&self.0.state).walks.drain() {
+                    walk.abort();
+                }
+            }
+        }
+        let _stop = StopWalks(Arc::clone(&self));
+        let mut transitions = (self.fleet)().machines.bus().subscribe();
+        loop {
+            let fleet = (self.fleet)();
+            // An empty queue has nothing a freed slot could start: it does not wake at the
+            // end of every interactive call (a wake-up on another worker per request).
+            let idle = lock(&self.state).queue.is_empty();
+            let changed = fleet.machines.changed();
+            tokio::pin!(changed);
+            if !idle {
+                changed.as_mut().enable();
+            }
+            let wake = self.wake.notified();
+            tokio::pin!(wake);
+            wake.as_mut().enable();
+            while transitions.try_recv().is_ok() {
+                lock(&self.state).queue.breaker_changed();
+            }
+            let next = self.tick(&fleet).await;
+            let sleep = tokio::time::sleep_until(
+                next.unwrap_or_else(|| crate::clock::from_now(Duration::from_secs(3600))),
+            );
+            tokio::select! {
+                got = transitions.recv() => {
+                    if !matches!(got, Err(broadcast::error::RecvError::Closed)) {
+                        lock(&self.state).queue.breaker_changed();
+                    }
+                }
+                () = &mut changed, if !idle => {}
+                () = &mut wake => {}
+                () = sleep => {}
+            }
+        }
+    }
+
+    /// Expires what is past its deadline, routes and starts what may; the next time
+    /// something is due.
+    async fn tick(self: &Arc<Self>, fleet: &Arc<Fleet>) -> Option<Instant> {
+        let (now, wall) = (Instant::now(), crate::clock::wall());
+        let reg = &fleet.registry;
+        let (mut due, carried) = self.decide(|q| {
+            let (effects, due) = q.expire(now, wall);
+            (due, effects)
+        });
+        self.settle(carried).await;
+        // The ready tasks in order, a chunk per lock: a long queue held back by a machine
+        // that is down is looked through, but a submit never waits for the whole of it.
+        let free = |group: &[ModelId]| self.slots.any_free(fleet, group);
+        let mut cursor = None;
+        loop {
+            let next = lock(&self.state).queue.scan(
+                &mut due,
+                cursor.as_ref(),
+                now,
+                wall,
+                reg.tasks.max_running,
+                &reg.version,
+                &free,
+            );
+            match next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        if due.route.len() >= ROUTE_BATCH {
+            // More to route: come back at once, after starting what can start.
+            self.wake.notify_one();
+        }
+        for id in std::mem::take(&mut due.route) {
+            self.route(fleet, &id).await;
+        }
+        for start in std::mem::take(&mut due.start) {
+            self.start(fleet, start).await;
+        }
+        due.next
+    }
+
+    /// Decides a task's chain: its request (after `{{after.N}}`) read by the same
+    /// matcher as any request, filtered by `accept`.
+    async fn route(&self, fleet: &Arc<Fleet>, id: &TaskId) {
+        let Some((task, held)) = lock(&self.state).queue.routing(id) else {
+            return;
+        };
+        let routed = match held {
+            Some(parsed) => Ok(parsed),
+            None => self.prepare(fleet, &task).await,
+        }
+        .and_then(|parsed| {
+            let reg = &fleet.registry;
+            fleet
+                .matcher
+                .decide(
+                    reg,
+                    task.route.as_deref(),
+                    parsed.model.as_deref(),
+                    &parsed.text,
+                    parsed.has_image,
+                )
+                .map_err(|e| (TaskCode::InvalidRequest, e.to_string()))
+                .map(|routed| (accepted(fleet, routed.chain(reg), task.accept), parsed))
+        });
+        let wall = crate::clock::wall();
+        let version = fleet.registry.version.clone();
+        let (_, carried) = self.decide(|q| ((), q.routed(id, routed, &version, wall)));
+        self.settle(carried).await;
+        self.wake.notify_one();
+    }
+
+    /// A task's request ready to send: read from the store, `{{after.N}}` filled from its
+    /// parents' answers within `tasks.max_request_body`; or why it cannot run.
+    async fn prepare(&self, fleet: &Fleet, task: &Task) -> Result<Arc<Parsed>, (TaskCode, String)> {
+        let unreadable = |why: String| (TaskCode::InvalidRequest, why);
+        let request: Bytes = self
+            .request(&task.id)
+            .await
+            .map_err(|e| unreadable(e.to_string()))?
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| unreadable("its request is not in the store".into()))?;
+        let max = fleet.registry.tasks.max_request_body;
+        let placeholders = request.windows(8).any(|w| w == b"{{after.");
+        let request = if task.after.is_empty() || !placeholders {
+            request
+        } else {
+            let outputs = self.outputs(task).await?;
+            follow::substitute(task.endpoint, &request, &outputs, max)
+                .map_err(|e| unreadable(e.to_string()))?
+        };
+        if request.len() > max {
+            return Err(unreadable(format!(
+                "its request is {} bytes, larger than tasks.max_request_body ({max} bytes)",
+                request.len()
+            )));
+        }
+        Parsed::new(task.endpoint, request)
+            .map(Arc::new)
+            .map_err(|e| unreadable(e.0))
+    }
+
+    /// The output text of each of a task's parents, in `after` order.
+    async fn outputs(&self, task: &Task) -> Result<Vec<String>, (TaskCode, String)> {
+        let mut outputs = Vec::with_capacity(task.after.len());
+        for (i, p) in task.after.iter().enumerate() {
+            let parent = self.get(p, None).await.ok().flatten();
+            let answer = parent
+                .as_ref()
+                .and_then(|t| t.result.as_ref().map(|r| (t.endpoint, r)));
+            let out = match answer {
+                Some((endpoint, r)) => follow::output(endpoint, r.body.get().as_bytes()),
+                None => Output::Unusable("it has no answer".into()),
+            };
+            match out {
+                Output::Text(t) => outputs.push(t),
+                Output::Unusable(why) => {
+                    let why = format!("after[{i}] {p}: {why}");
+                    return Err((TaskCode::DependencyUnusable, why));
+                }
+            }
+        }
+        Ok(outputs)
+    }
+
+    /// Starts one walk of a task in its own tokio task.
+    async fn start(self: &Arc<Self>, fleet: &Arc<Fleet>, start: Start) {
+        let Start {
+            id,
+            group,
+            endpoint,
+            deadline,
+            prepared,
+            waited,
+        } = start;
+        if let Some(waited) = waited {
+            metrics::histogram!("labrouter_task_wait_seconds").record(waited.as_secs_f64());
+        }
+        // Over the queue's budget for held requests: read it again.
+        let parsed = match prepared {
+            Some(p) => p,
+            None => {
+                let Some((task, _)) = lock(&self.state).queue.routing(&id) else {
+                    return;
+                };
+                match self.prepare(fleet, &task).await {
+                    Ok(p) => p,
+                    Err((code, why)) => {
+                        let end = WalkEnd::Unprepared(code, why);
+                        return self.walked(&id, &group, end).await;
+                    }
+                }
+            }
+        };
+        let label = fleet
+            .registry
+            .routes
+            .iter()
+            .find(|r| r.chain.first() == group.first())
+            .map_or_else(|| "task".to_string(), |r| r.name.clone());
+        let job = Job {
+            fleet: Arc::clone(fleet),
+            group: Arc::clone(&group),
+            endpoint,
+            parsed,
+            deadline,
+            slots: Arc::clone(&self.slots),
+            label,
+        };
+        let me = Arc::clone(self);
+        let id2 = id.clone();
+        let mut st = lock(&self.state);
+        let handle = tokio::spawn(async move {
+            // Durable before anything is sent: a restart then knows it was interrupted.
+            let mark = || {
+                let (_, carried) = me.decide(|q| ((), q.mark_running(&id2).into_iter().collect()));
+                let me = Arc::clone(&me);
+                async move { me.settle(carried).await }
+            };
+            let end = walk(job, mark).await;
+            me.walked(&id2, &group, end).await;
+        });
+        st.walks.insert(id, handle.abort_handle());
+    }
+
+    /// What a walk's end does to its task.
+    async fn walked(&self, id: &TaskId, group: &Group, end: WalkEnd) {
+        let (now, wall) = (Instant::now(), crate::clock::wall());
+        let carried = {
+            let mut st = lock(&self.state);
+            st.walks.remove(id);
+            let effects = st.queue.walked(id, group, end, now, wall);
+            self.carry(&mut st, effects)
+        };
+        self.settle(carried).await;
+        self.walk_ended.notify_waiters();
+        self.wake.notify_one();
+    }
+
+    /// Shutting down: no task starts from now on.
+    pub fn stop_starting(&self) {
+        lock(&self.state).queue.stop_starting();
+    }
+
+    /// Lets the walks under way finish until `until`; then stops the rest and writes their
+    /// tasks back as queued (a clean stop is no interruption: they run again, uncounted,
+    /// at the next start).
+    pub async fn drain(&self, until: Instant) {
+        self.stop_starting();
+        loop {
+            let ended = self.walk_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if lock(&self.state).queue.running() == 0 {
+                break;
+            }
+            tokio::select! {
+                () = &mut ended => {}
+                () = tokio::time::sleep_until(until) => break,
+            }
+        }
+        let (_, carried) = self.decide(|q| ((), q.stop()));
+        self.settle(carried).await;
+    }
+}
+
+/// The chain a task accepts: every target, or only those with the first's backend name.
+fn accepted(fleet: &Fleet, chain: &[ModelId], accept: Accept) -> Group {
+    let reg = &fleet.registry;
+    match (accept, chain.first()) {
+        (Accept::SameModel, Some(&first)) => {
+            let backend = &reg.models[first].backend;
+            chain
+                .iter()
+                .copied()
+                .filter(|&m| &reg.models[m].backend == backend)
+                .collect()
+        }
+        _ => chain.iter().copied().collect(),
+    }
+}
