@@ -80,3 +80,9 @@ fn a_circle_through_a_child_and_another_module_is_found_between_the_two_modules(
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("circle in crate: a <-> d"), "{text}");
 }
+
+#[test]
+fn registry_and_route_files_import_each_other_in_no_circle() {
+    let out = check_imports(&["src/registry", "src/route"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+}
