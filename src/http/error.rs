@@ -1,5 +1,6 @@
 //! Errors the router answers itself, before or beside any machine: one type, rendered once
-//! into OpenAI's error envelope (`{"error": {"type", "code", "message", "param"}}`).
+//! into OpenAI's error envelope ([`Envelope`]: `{"error": {"type", "code", "message",
+//! "param"}}`).
 //!
 //! A [`Code`] decides the HTTP status and whose fault the error is: a 4xx is the client's
 //! (its request, its credentials, its origin), a 5xx is the router's own. Neither reached a
@@ -8,6 +9,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+
+use crate::outcome::Envelope;
 
 /// What went wrong, as the error body's `code` says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -115,17 +118,9 @@ impl AppError {
     }
 }
 
+/// What the router's own refusals add to the envelope: OpenAI's `param`, always null.
 #[derive(Serialize)]
-struct Envelope<'a> {
-    error: Body<'a>,
-}
-
-#[derive(Serialize)]
-struct Body<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    code: Code,
-    message: &'a str,
+struct Param {
     param: Option<()>,
 }
 
@@ -136,15 +131,8 @@ impl IntoResponse for AppError {
         } else {
             "invalid_request_error"
         };
-        let body = Envelope {
-            error: Body {
-                kind,
-                code: self.code,
-                message: &self.message,
-                param: None,
-            },
-        };
-        (self.code.status(), axum::Json(body)).into_response()
+        Envelope::new(kind, self.code, &self.message, Param { param: None })
+            .respond(self.code.status())
     }
 }
 
