@@ -260,8 +260,7 @@ async fn named(svc: &Service, req: Request) -> Result<(Arc<Fleet>, String, Model
             "'model' is required: name one of /api/tags",
         ));
     };
-    let decision = resolve(&fleet, None, Some(&name), "", false)
-        .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
+    let decision = resolve(&fleet, None, Some(&name), "", false)?;
     let first = decision.chain(&fleet.registry).first().copied();
     let target = first
         .ok_or_else(|| AppError::new(Code::ModelNotFound, format!("'{name}' names no target")))?;
