@@ -210,7 +210,7 @@ pub struct Task {
     pub callback: Option<Callback>,
 }
 
-/// The task object of the API (SPEC §10); `request` only in [`View::Whole`].
+/// The task object of the API (SPEC §10); `request` only in [`Task::whole`].
 #[derive(Serialize)]
 pub struct Shown<'a> {
     pub id: &'a TaskId,

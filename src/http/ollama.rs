@@ -3,7 +3,7 @@
 //! are answered from the registry and the Ollama machines that are up.
 //!
 //! Errors on `/api/...` are Ollama's `{"error": "..."}` with the status the OpenAI side
-//! would use: [`errors`] rewrites every error answer on those paths, the guard's included.
+//! would use: [`shape`] rewrites every error answer on those paths, the guard's included.
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -32,7 +32,7 @@ use crate::service::Service;
 /// labrouter carries what Ollama of this version offers (`think`, schemas in `format`).
 pub const OLLAMA_VERSION: &str = "0.12.0";
 
-/// The largest error body [`errors`] rewrites; larger ones pass unchanged.
+/// The largest error body [`shape`] rewrites; larger ones pass unchanged.
 const ERROR_BODY_MAX: usize = 64 * 1024;
 
 pub async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
