@@ -10,7 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::future::join_all;
@@ -370,16 +370,8 @@ pub async fn version() -> Json<Value> {
     Json(json!({ "version": OLLAMA_VERSION, "labrouter": env!("CARGO_PKG_VERSION") }))
 }
 
-/// `GET /` (and `HEAD /`): the dashboard for a browser, Ollama's greeting for anything
-/// else (Enchanted and others look for it to see the server is there).
-pub async fn root(headers: HeaderMap) -> Response {
-    let browser = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("text/html"));
-    if browser {
-        return super::dashboard().await;
-    }
+/// Ollama's greeting on `GET /` for anything but a browser (the dashboard owns `/`).
+pub(super) fn greeting() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         "Ollama is running",
