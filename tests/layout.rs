@@ -86,3 +86,24 @@ fn registry_and_route_files_import_each_other_in_no_circle() {
     let out = check_imports(&["src/registry", "src/route"]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
 }
+
+#[test]
+fn every_module_of_the_library_is_on_its_module_map() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let map: String = lib
+        .lines()
+        .filter(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .collect();
+    assert!(modules.len() > 10, "{modules:?}");
+    let missing: Vec<&str> = modules
+        .into_iter()
+        .filter(|m| !map.contains(&format!("[`{m}`]")) && !map.contains(&format!("[`mod@{m}`]")))
+        .collect();
+    assert!(missing.is_empty(), "not on src/lib.rs's map: {missing:?}");
+}
