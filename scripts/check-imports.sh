@@ -95,6 +95,18 @@ def item_end(text, i):
     return i
 
 
+def use_end(text, i):
+    """Where the use declaration whose tree starts at i ends: after its `;`."""
+    depth = 0
+    while i < len(text):
+        depth += text[i] == "{"
+        depth -= text[i] == "}"
+        if text[i] == ";" and depth == 0:
+            return i + 1
+        i += 1
+    return i
+
+
 CFG_TEST = re.compile(r"#\[cfg\(test\)\]")
 ATTR = re.compile(r"\s*#\[[^\]]*\]")
 MOD_DECL = re.compile(r"\b(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
@@ -135,7 +147,8 @@ def parse_use(raw):
                 continue
             if "{" in p:
                 head, rest = p.split("{", 1)
-                walk(rest.rsplit("}", 1)[0], prefix + [x.strip() for x in head.split("::") if x.strip()])
+                inner = rest.strip()[:-1] if rest.strip().endswith("}") else rest
+                walk(inner, prefix + [x.strip() for x in head.split("::") if x.strip()])
                 continue
             name, _, alias = p.partition(" as ")
             segs = prefix + [x.strip() for x in name.split("::") if x.strip()]
@@ -215,7 +228,7 @@ for path, text in texts.items():
     code = text
     uses = []
     for m in USE.finditer(text):
-        end = item_end(text, m.end())
+        end = use_end(text, m.end())
         uses.append((m.start(), m.end(), end))
     for start, body, end in uses:
         for segs, bound in parse_use(text[body:end - 1]):

@@ -73,7 +73,11 @@ fn a_circle_through_a_child_and_another_module_is_found_between_the_two_modules(
         ("lib.rs", "pub mod a;\npub mod d;\n"),
         ("a.rs", "mod b;\npub struct Top;\n"),
         ("a/b.rs", "pub fn f() -> crate::d::D { crate::d::D }\n"),
-        ("d.rs", "pub struct D;\nuse crate::a::Top;\n"),
+        // The import that closes the circle follows a nested group.
+        (
+            "d.rs",
+            "pub struct D;\nuse crate::{d::{D as Here}, a::Top};\n",
+        ),
     ]);
     let out = check_imports(&["--src", dir.path().to_str().unwrap()]);
     let text = said(&out);
