@@ -8,6 +8,8 @@
 //!   request with its [`Owner`].
 //! - [`idempotency`]: `Idempotency-Key` on completions and embeddings (SPEC §10).
 //! - [`error`]: [`AppError`], rendered in OpenAI's error envelope.
+//! - [`dashboard`]: `GET /` and `HEAD /`: the dashboard for a browser, Ollama's greeting
+//!   for anything else.
 
 use std::sync::Arc;
 
@@ -21,6 +23,7 @@ use axum::{Json, Router};
 use crate::service::Service;
 
 mod admin;
+mod dashboard;
 pub mod error;
 mod guard;
 pub mod idempotency;
@@ -64,7 +67,7 @@ pub fn app(svc: Arc<Service>) -> Router {
             "/api/blobs/{digest}",
             axum::routing::head(ollama::manage).post(ollama::manage),
         )
-        .route("/", get(ollama::root))
+        .route("/", get(dashboard::root))
         .route("/metrics", get(prometheus))
         .fallback(|uri: axum::http::Uri| async move {
             AppError::new(
@@ -103,18 +106,6 @@ async fn status(
             .with_host(crate::host::stats())
             .with_tasks(tasks),
     )
-}
-
-/// `GET /`: the dashboard, one self-contained page.
-async fn dashboard() -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        include_str!("dashboard.html"),
-    )
-        .into_response()
 }
 
 /// `GET /metrics`: Prometheus text; the task gauges are set from the queue as it renders.

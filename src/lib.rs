@@ -5,12 +5,18 @@
 //! - [`route`]: pure keyword routing from a request to a route and its chain.
 //! - [`request`]: reading a request body once; rewriting its `model` for a target.
 //! - [`body`]: whole bodies read within bounds (size, silence), both sides of the proxy.
-//! - [`outcome`]: the words for what happened: reasons, phases, attempts, typed ids.
+//! - [`outcome`]: the words for what happened: reasons, phases, attempts, typed ids, and
+//!   OpenAI's error envelope.
 //! - [`breaker`]: the pure per-machine breaker, `step(state, event, now)`.
 //! - [`clock`]: tokio's clock and checked arithmetic on it; wall times as RFC 3339.
 //! - [`machines`]: the live breakers, leases and counters around it.
+//! - [`cluster`]: several routers, one view of the lab: breaker verdicts and one probe per
+//!   cooldown shared through Redis.
 //! - [`upstream`]: one attempt at one machine: timeouts, liveness check, classification.
 //! - [`proxy`]: the chain walk and the error when nothing served.
+//! - [`task`]: a task as data: its id, what it asks, where it stands, as stored and shown.
+//! - [`tasks`]: durable tasks: submit, the queue and its slots, the walk, follow-ups,
+//!   callbacks.
 //! - [`ollama`]: Ollama's API in front, translated for machines that speak only OpenAI's.
 //! - [`health`]: active health checks for machines that set `health`.
 //! - [`host`]: the orchestrator's own health (sysinfo).
@@ -26,7 +32,8 @@
 //!   digest's counts.
 //! - [`cli`]: the command line: clap definitions and each subcommand's body.
 //! - [`replay`]: the pure breaker run on a recorded event trace (`labrouter replay`).
-//! - [`store`]: SQLite memory: breaker verdicts and the transition ledger.
+//! - [`store`]: SQLite memory: breaker verdicts, the transition ledger, counter samples,
+//!   tasks and kept answers, written by one thread.
 //! - [`telegram`]: breaker alerts and the daily digest over Telegram, queued off the request path.
 //! - [`webhook`]: one task callback: Standard Webhooks signature, bounded body, backoff.
 //! - [`watch`]: reload when registry.yaml changes; [`sdnotify`]: systemd readiness.

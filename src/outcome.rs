@@ -12,12 +12,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod attempted;
+mod envelope;
 pub mod ids;
 pub mod phase;
 pub mod task;
 pub mod words;
 
 pub use attempted::{Attempted, Effect, Fault, Held, Unserved};
+pub use envelope::Envelope;
 pub use ids::{MachineId, ModelId, RouteId};
 pub use phase::Phase;
 pub use task::{AttemptOutcome, Delivery, TaskCode, TaskStatus};

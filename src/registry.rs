@@ -14,6 +14,7 @@ use crate::outcome::{MachineId, ModelId, RouteId};
 mod callback_allow;
 mod cluster;
 mod durations;
+mod invalid;
 mod machines;
 mod models;
 mod parse_error;

@@ -1,5 +1,5 @@
 //! `/status` as a typed [`View`]: the router serves it, the dashboard and `labrouter status`
-//! ([`print`], [`table`]) read it. Its `tasks` block is [`TasksView`] (`tasks`).
+//! ([`print()`], [`table`]) read it. Its `tasks` block is [`TasksView`] (`tasks`).
 //!
 //! The JSON was once built with `json!` into sorted maps (serde_json without
 //! `preserve_order`); the structs keep that shape byte for byte: fields are declared in key

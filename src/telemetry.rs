@@ -1,6 +1,6 @@
 //! Prometheus metrics (`GET /metrics`) through the `metrics` facade.
 //!
-//! One recorder per process, installed by [`crate::run`] (or a test) before it matters:
+//! One recorder per process, installed by [`crate::run()`] (or a test) before it matters:
 //! a gauge set before the recorder is in is lost, so [`crate::fleet::Fleet::gauge_states`] sets them again.
 //! The first scrape installs it too. Histogram samples wait in the recorder until drained,
 //! so a thread drains them every few seconds: a router nobody scrapes must not grow.

@@ -4,7 +4,7 @@
 //! `webhook-id` (task id + ":" + status), the clock and when to try again; this module signs,
 //! sends one attempt and says in plain words how it went.
 //!
-//! - [`Secret`] and [`sign`]: the `whsec_` secret and the `v1,` HMAC-SHA256 signature.
+//! - [`Secret`] and [`sign()`]: the `whsec_` secret and the `v1,` HMAC-SHA256 signature.
 //! - [`body_for`]: the task object as a body of at most [`MAX_BODY`] bytes.
 //! - [`client`] and [`deliver`]: one POST, no redirects, no proxy, 10 s at most.
 //! - [`next_retry`]: the backoff between attempts, and when to give up.

@@ -1,5 +1,6 @@
 //! Errors the router answers itself, before or beside any machine: one type, rendered once
-//! into OpenAI's error envelope (`{"error": {"type", "code", "message", "param"}}`).
+//! into OpenAI's error envelope ([`Envelope`]: `{"error": {"type", "code", "message",
+//! "param"}}`).
 //!
 //! A [`Code`] decides the HTTP status and whose fault the error is: a 4xx is the client's
 //! (its request, its credentials, its origin), a 5xx is the router's own. Neither reached a
@@ -8,6 +9,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+
+use crate::outcome::Envelope;
 
 /// What went wrong, as the error body's `code` says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -115,17 +118,24 @@ impl AppError {
     }
 }
 
-#[derive(Serialize)]
-struct Envelope<'a> {
-    error: Body<'a>,
+/// A name that is neither `auto`, a route nor a model: the client's to fix, and the route
+/// module's words already say which names would do.
+impl From<crate::route::UnknownName> for AppError {
+    fn from(unknown: crate::route::UnknownName) -> AppError {
+        AppError::new(Code::ModelNotFound, unknown.to_string())
+    }
 }
 
+/// A body that is not the request it should be: its words say where.
+impl From<crate::request::BadBody> for AppError {
+    fn from(bad: crate::request::BadBody) -> AppError {
+        AppError::new(Code::InvalidJson, bad.0)
+    }
+}
+
+/// What the router's own refusals add to the envelope: OpenAI's `param`, always null.
 #[derive(Serialize)]
-struct Body<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    code: Code,
-    message: &'a str,
+struct Param {
     param: Option<()>,
 }
 
@@ -136,15 +146,8 @@ impl IntoResponse for AppError {
         } else {
             "invalid_request_error"
         };
-        let body = Envelope {
-            error: Body {
-                kind,
-                code: self.code,
-                message: &self.message,
-                param: None,
-            },
-        };
-        (self.code.status(), axum::Json(body)).into_response()
+        Envelope::new(kind, self.code, &self.message, Param { param: None })
+            .respond(self.code.status())
     }
 }
 
@@ -171,5 +174,28 @@ mod tests {
         assert!(std::str::from_utf8(&bytes)
             .unwrap()
             .contains(r#""type":"server_error""#));
+    }
+
+    #[test]
+    fn an_unknown_name_becomes_model_not_found_in_the_router_s_own_words() {
+        let unknown = crate::route::UnknownName {
+            what: "model",
+            name: "nope".into(),
+            valid: "auto, code, chat".into(),
+        };
+        let err = AppError::from(unknown.clone());
+        assert_eq!(err.code, Code::ModelNotFound);
+        assert_eq!(err.message, unknown.to_string());
+        assert_eq!(
+            err.message,
+            "model 'nope' does not exist; expected one of: auto, code, chat"
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_request_becomes_invalid_json_in_its_own_words() {
+        let err = AppError::from(crate::request::BadBody("'messages' must be a list".into()));
+        assert_eq!(err.code, Code::InvalidJson);
+        assert_eq!(err.message, "'messages' must be a list");
     }
 }

@@ -110,7 +110,7 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     let (parts, body) = req.into_parts();
     let key = idempotency::key_of(&parts.headers)?;
     let bytes = read_body(&fleet.registry.server, &parts.headers, body).await?;
-    let parsed = Parsed::new(endpoint, bytes).map_err(|e| AppError::new(Code::InvalidJson, e.0))?;
+    let parsed = Parsed::new(endpoint, bytes)?;
     // Embeddings never stream, whatever their body says.
     if key.is_some() && parsed.stream && endpoint != Endpoint::Embeddings {
         return Err(idempotency::streamed());
@@ -124,16 +124,13 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     {
         return Err(needs_model(&fleet));
     }
-    let decision = fleet
-        .matcher
-        .decide(
-            &fleet.registry,
-            header("x-labrouter-route"),
-            parsed.model.as_deref(),
-            &parsed.text,
-            parsed.has_image,
-        )
-        .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
+    let decision = fleet.matcher.decide(
+        &fleet.registry,
+        header("x-labrouter-route"),
+        parsed.model.as_deref(),
+        &parsed.text,
+        parsed.has_image,
+    )?;
     let keyed = key.map(|key| {
         let owner = parts.extensions.get::<Owner>().cloned().unwrap_or_default();
         Keyed::new(&owner, &key, endpoint.path(), &parsed.body)

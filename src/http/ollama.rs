@@ -3,14 +3,14 @@
 //! are answered from the registry and the Ollama machines that are up.
 //!
 //! Errors on `/api/...` are Ollama's `{"error": "..."}` with the status the OpenAI side
-//! would use: [`errors`] rewrites every error answer on those paths, the guard's included.
+//! would use: [`shape`] rewrites every error answer on those paths, the guard's included.
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::future::join_all;
@@ -32,7 +32,7 @@ use crate::service::Service;
 /// labrouter carries what Ollama of this version offers (`think`, schemas in `format`).
 pub const OLLAMA_VERSION: &str = "0.12.0";
 
-/// The largest error body [`errors`] rewrites; larger ones pass unchanged.
+/// The largest error body [`shape`] rewrites; larger ones pass unchanged.
 const ERROR_BODY_MAX: usize = 64 * 1024;
 
 pub async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
@@ -260,8 +260,7 @@ async fn named(svc: &Service, req: Request) -> Result<(Arc<Fleet>, String, Model
             "'model' is required: name one of /api/tags",
         ));
     };
-    let decision = resolve(&fleet, None, Some(&name), "", false)
-        .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
+    let decision = resolve(&fleet, None, Some(&name), "", false)?;
     let first = decision.chain(&fleet.registry).first().copied();
     let target = first
         .ok_or_else(|| AppError::new(Code::ModelNotFound, format!("'{name}' names no target")))?;
@@ -371,16 +370,8 @@ pub async fn version() -> Json<Value> {
     Json(json!({ "version": OLLAMA_VERSION, "labrouter": env!("CARGO_PKG_VERSION") }))
 }
 
-/// `GET /` (and `HEAD /`): the dashboard for a browser, Ollama's greeting for anything
-/// else (Enchanted and others look for it to see the server is there).
-pub async fn root(headers: HeaderMap) -> Response {
-    let browser = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("text/html"));
-    if browser {
-        return super::dashboard().await;
-    }
+/// Ollama's greeting on `GET /` for anything but a browser (the dashboard owns `/`).
+pub(super) fn greeting() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         "Ollama is running",

@@ -3,7 +3,7 @@
 //!
 //! - [`Request`]: an Ollama body read and checked once; [`Request::native`] for an Ollama
 //!   machine, [`Request::openai`] for one that speaks only OpenAI's API.
-//! - [`answer`]: an OpenAI whole answer as Ollama's.
+//! - [`answer()`]: an OpenAI whole answer as Ollama's.
 //! - [`Ndjson`]: an OpenAI SSE stream as Ollama's NDJSON, chunk by chunk.
 //! - [`error_line`]: the last line of a stream that broke.
 

@@ -1,27 +1,20 @@
-//! The answer when no target in the chain served (SPEC §4): the OpenAI error envelope plus
-//! why, per target, in order; `Retry-After` when a breaker knows when it will admit again.
-//! Everything here renders what the walk recorded; nothing reads a breaker again.
+//! The answer when no target in the chain served (SPEC §4): OpenAI's error envelope
+//! ([`Envelope`]) plus why, per target, in order; `Retry-After` when a breaker knows when it
+//! will admit again. Everything here renders what the walk recorded; nothing reads a
+//! breaker again.
 
 use axum::http::header::RETRY_AFTER;
 use axum::http::HeaderValue;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Serialize;
 
 use crate::fleet::Fleet;
-use crate::outcome::{Attempted, Reason, Unserved};
+use crate::outcome::{Attempted, Envelope, Reason, Unserved};
 
-/// The error body.
+/// What the answer adds to OpenAI's envelope: the route, the soonest a breaker admits
+/// again, and every target in order.
 #[derive(Serialize)]
-struct Envelope<'a> {
-    error: Body<'a>,
-}
-
-#[derive(Serialize)]
-struct Body<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    code: &'static str,
-    message: String,
+struct Chain<'a> {
     route: &'a str,
     retry_after_ms: Option<u64>,
     attempts: Vec<Entry<'a>>,
@@ -49,26 +42,22 @@ pub fn nothing_served(fleet: &Fleet, route: &str, attempts: &[Attempted]) -> Res
         format!("route '{route}': {}", parts.join("; "))
     };
     let ms = |d: std::time::Duration| d.as_millis().try_into().unwrap_or(u64::MAX);
-    let body = Envelope {
-        error: Body {
-            kind: unserved.kind(),
-            code: unserved.code(),
-            message,
-            route,
-            retry_after_ms: retry_after.map(ms),
-            attempts: attempts
-                .iter()
-                .map(|a| Entry {
-                    target: name(a),
-                    outcome: a.outcome(),
-                    reason: a.reason,
-                    detail: a.was_sent().then_some(a.detail.as_str()),
-                    retry_after_ms: a.retry_after.map(ms),
-                })
-                .collect(),
-        },
+    let more = Chain {
+        route,
+        retry_after_ms: retry_after.map(ms),
+        attempts: attempts
+            .iter()
+            .map(|a| Entry {
+                target: name(a),
+                outcome: a.outcome(),
+                reason: a.reason,
+                detail: a.was_sent().then_some(a.detail.as_str()),
+                retry_after_ms: a.retry_after.map(ms),
+            })
+            .collect(),
     };
-    let mut resp = (unserved.status(), axum::Json(body)).into_response();
+    let mut resp =
+        Envelope::new(unserved.kind(), unserved.code(), &message, more).respond(unserved.status());
     if let Some(ra) = retry_after {
         let secs = ra.as_millis().div_ceil(1000).max(1);
         if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_saphyr::Spanned;
 
 use super::durations::duration_within;
+use super::invalid::{err, Invalid};
 use super::raw::{RawCluster, SharedRaw};
-use super::validate::{err, Invalid};
 use super::Cluster;
 
 /// Longest a Redis operation may be given: slower than this, Redis is down.

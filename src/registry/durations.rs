@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_saphyr::Spanned;
 
+use super::invalid::Invalid;
 use super::units::parse_duration_max;
-use super::validate::Invalid;
 use super::SPAN_MAX;
 
 /// A timeout, cooldown or interval: above zero, at most [`SPAN_MAX`].

@@ -7,10 +7,10 @@ use indexmap::IndexMap;
 use serde_saphyr::Spanned;
 
 use super::durations::duration;
+use super::invalid::{err, Invalid};
 use super::policy::validate_policy;
 use super::raw::{RawDefaults, RawHealth, RawMachine, RawTimeouts};
 use super::url::validate_url;
-use super::validate::{err, Invalid};
 use super::{Api, Health, Machine, Timeouts};
 use crate::breaker::Policy;
 

@@ -3,8 +3,8 @@
 use indexmap::IndexMap;
 use serde_saphyr::Spanned;
 
+use super::invalid::{err, Invalid};
 use super::raw::RawModel;
-use super::validate::{err, Invalid};
 use super::{Machine, Model};
 use crate::outcome::MachineId;
 

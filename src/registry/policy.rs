@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_saphyr::{Location, Spanned};
 
 use super::durations::positive;
+use super::invalid::{err, Invalid};
 use super::raw::RawBreaker;
-use super::validate::{err, Invalid};
 use super::SPAN_MAX;
 use crate::breaker::Policy;
 

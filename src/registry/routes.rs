@@ -2,8 +2,8 @@
 
 use serde_saphyr::Spanned;
 
+use super::invalid::{err, Invalid};
 use super::raw::RawRoute;
-use super::validate::{err, Invalid};
 use super::{Model, Route};
 use crate::outcome::ModelId;
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use serde_saphyr::Spanned;
 
 use super::durations::{duration, duration_within};
+use super::invalid::{err, Invalid};
 use super::raw::RawServer;
 use super::units::{parse_size, DURATION_MAX};
-use super::validate::{err, Invalid};
 
 /// `server.max_connections` when unset.
 pub const MAX_CONNECTIONS_DEFAULT: usize = 1024;

@@ -8,10 +8,10 @@ use serde_saphyr::{Location, Spanned};
 
 use super::callback_allow::AllowRule;
 use super::durations::{duration, duration_within};
+use super::invalid::{err, Invalid};
 use super::raw::{RawRegistry, RawTasks};
 use super::server::{size, Server};
 use super::url::without_userinfo;
-use super::validate::{err, Invalid};
 use super::Machine;
 
 /// `tasks:` (SPEC §10); every field has a default, so a registry without the block gets them.

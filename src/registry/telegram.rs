@@ -1,8 +1,8 @@
 //! `telegram:`: the bot's settings and when the daily digest goes out.
 
+use super::invalid::{err, Invalid};
 use super::raw::RawTelegram;
 use super::url::validate_url;
-use super::validate::{err, Invalid};
 use super::Telegram;
 
 pub(super) fn validate_telegram(raw: &RawTelegram) -> Result<Telegram, Invalid> {

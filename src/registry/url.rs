@@ -3,7 +3,7 @@
 
 use serde_saphyr::Spanned;
 
-use super::validate::{err, Invalid};
+use super::invalid::{err, Invalid};
 
 /// The URL without a trailing slash.
 pub(super) fn validate_url(s: &Spanned<String>) -> Result<String, Invalid> {

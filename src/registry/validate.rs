@@ -1,9 +1,8 @@
 //! The raw file validated into a [`Registry`], section by section, in the order errors are
 //! reported: server, defaults and machines, models, routes, telegram, tasks, cluster.
 
-use serde_saphyr::Location;
-
 use super::cluster::validate_cluster;
+use super::invalid::Invalid;
 use super::machines::validate_machines;
 use super::models::validate_models;
 use super::raw::RawRegistry;
@@ -13,13 +12,6 @@ use super::tasks::validate_tasks;
 use super::telegram::validate_telegram;
 use super::Registry;
 use crate::outcome::{ModelId, RouteId};
-
-/// Why validation failed: where, and the message (which names the key).
-pub(super) type Invalid = (Location, String);
-
-pub(super) fn err<T>(at: Location, message: impl Into<String>) -> Result<T, Invalid> {
-    Err((at, message.into()))
-}
 
 /// A [`Registry`] with an empty `version`, which the caller fills in.
 pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {

@@ -19,14 +19,9 @@
 use aho_corasick::AhoCorasick;
 
 use super::bytes::{eq_lower, folded, hash, lower16, masks, HIGH_BITS};
-use super::unicode;
+use super::unicode::{self, is_word};
 
 mod build;
-
-/// The characters that make up words: an edge is where none touches.
-pub(super) fn is_word(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
 
 const EMPTY: u32 = u32::MAX;
 

@@ -1,11 +1,16 @@
-//! Characters that are not ASCII, fast: is it a word character, and is it its own lower
+//! What a word character is ([`is_word`]: the one rule keyword edges use), and for
+//! characters that are not ASCII, fast: is it a word character, and is it its own lower
 //! case. Both answers for the Basic Multilingual Plane (every living script) come from
 //! 8 KB bit tables built once per process; the rare characters above it ask `char`.
 
 use std::sync::OnceLock;
 
 use super::bytes::masks;
-use super::keywords::is_word;
+
+/// The characters that make up words: an edge is where none touches.
+pub(super) fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
 
 pub(super) struct Tables {
     /// Bit `c`: `c` is a letter, a digit or `_`.

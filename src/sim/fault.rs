@@ -39,7 +39,7 @@ pub enum Fault {
     /// not `[DONE]`, on Ollama's the final done line too); non-stream answers normally.
     /// Metadata routes answer at once.
     Drip(Duration),
-    /// Streams: send headers and N frames, then cut the connection with a TCP reset (no [DONE]
+    /// Streams: send headers and N frames, then cut the connection with a TCP reset (no `[DONE]`
     /// or done line, no chunked terminator). N = 0 cuts before any body byte. Non-stream:
     /// headers then cut.
     CutAfter(usize),

@@ -201,3 +201,55 @@ async fn rerouted_counts_requests_another_machine_served() {
         (5, 0, 0)
     );
 }
+
+/// Every digit run after `"retry_after_ms":` as `N`: the figure is checked as a bound in
+/// tests/e2e/breaker.rs; here the bytes around it are.
+fn without_retry_figures(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some(at) = rest.find("\"retry_after_ms\":") {
+        let (head, tail) = rest.split_at(at + "\"retry_after_ms\":".len());
+        out.push_str(head);
+        let digits = tail.len() - tail.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        out.push_str(if digits > 0 { "N" } else { "" });
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_body_when_nothing_served_keeps_openai_s_envelope_byte_for_byte() {
+    let t = TestLab::start().await;
+    t.local.set(Fault::Status {
+        code: 503,
+        retry_after: None,
+    });
+    let resp = t.chat("chat", "hello").await;
+    assert_eq!(resp.status(), 502);
+    assert_eq!(header(&resp, "content-type"), "application/json");
+    assert_eq!(
+        resp.text().await.unwrap(),
+        concat!(
+            r#"{"error":{"type":"upstream_error","code":"no_target_available","#,
+            r#""message":"route 'chat': small@local failed (HTTP 503)","route":"chat","#,
+            r#""retry_after_ms":null,"attempts":[{"target":"small@local","outcome":"failed","#,
+            r#""reason":"http_5xx","detail":"HTTP 503","retry_after_ms":null}]}}"#
+        )
+    );
+    for _ in 0..2 {
+        assert_eq!(t.chat("chat", "hello").await.status(), 502);
+    }
+    let resp = t.chat("chat", "hello").await;
+    assert_eq!(resp.status(), 503);
+    assert_eq!(
+        without_retry_figures(&resp.text().await.unwrap()),
+        concat!(
+            r#"{"error":{"type":"circuit_open","code":"no_target_available","#,
+            r#""message":"route 'chat': small@local open (3 consecutive failures, last: HTTP 503, 1m left)","#,
+            r#""route":"chat","retry_after_ms":N,"attempts":[{"target":"small@local","#,
+            r#""outcome":"skipped","reason":"circuit_open","retry_after_ms":N}]}}"#
+        )
+    );
+    assert_eq!(t.local.work_hits(), 3, "the skip reached no machine");
+}

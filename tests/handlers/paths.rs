@@ -58,3 +58,33 @@ async fn a_wrong_method_is_answered_in_the_envelope() {
     }
     t.untouched();
 }
+
+#[tokio::test]
+async fn the_root_is_the_dashboard_for_a_browser_and_ollama_s_greeting_for_anything_else() {
+    let t = Lab::in_memory("").await;
+    let browser = [("accept", "text/html,application/xhtml+xml,*/*;q=0.8")];
+    let page = t.send(request("GET", "/", &browser, Body::empty())).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("content-type"), "text/html; charset=utf-8");
+    assert_eq!(page.header("cache-control"), "no-cache");
+    assert!(std::str::from_utf8(&page.body).unwrap().contains("<html"));
+    let head = t.send(request("HEAD", "/", &browser, Body::empty())).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), "text/html; charset=utf-8");
+    assert!(head.body.is_empty(), "HEAD has no body");
+
+    for req in [
+        get("/"),
+        request("GET", "/", &[("accept", "*/*")], Body::empty()),
+    ] {
+        let a = t.send(req).await;
+        assert_eq!(a.status, 200);
+        assert_eq!(a.header("content-type"), "text/plain; charset=utf-8");
+        assert_eq!(&a.body[..], b"Ollama is running");
+    }
+    let head = t.send(request("HEAD", "/", &[], Body::empty())).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), "text/plain; charset=utf-8");
+    assert!(head.body.is_empty(), "HEAD has no body");
+    t.untouched();
+}

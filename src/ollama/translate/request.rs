@@ -31,8 +31,8 @@ pub struct Request {
 
 impl Request {
     /// Reads a body; Err is a message for a 400 that says what was wrong and where, e.g.
-    /// "messages[2].content: expected a string", "'prompt' must be a string", "body is not
-    /// a JSON object: ...". Checks the types of the fields labrouter reads or translates;
+    /// `messages[2].content: expected a string`, `'prompt' must be a string`, `body is not
+    /// a JSON object: ...`. Checks the types of the fields labrouter reads or translates;
     /// unknown fields are allowed and ignored.
     pub fn read(call: Call, body: &[u8]) -> Result<Request, String> {
         let body = match serde_json::from_slice::<Value>(body) {

@@ -2,9 +2,9 @@
 
 use aho_corasick::{AhoCorasickBuilder, MatchKind};
 
-use super::{is_word, Entry, Group, Keywords, Part, Slot, EMPTY};
+use super::{Entry, Group, Keywords, Part, Slot, EMPTY};
 use crate::route::bytes::{folded, hash, lower16};
-use crate::route::unicode;
+use crate::route::unicode::{self, is_word};
 
 impl Keywords {
     /// `patterns` are distinct, non-empty and lower-cased (the registry does that).
