@@ -12,6 +12,8 @@ mod lab;
 
 #[path = "tasks/callbacks.rs"]
 mod callbacks;
+#[path = "tasks/callbacks_bounds.rs"]
+mod callbacks_bounds;
 #[path = "tasks/outage.rs"]
 mod outage;
 #[path = "tasks/rules.rs"]
