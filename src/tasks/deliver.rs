@@ -170,31 +170,53 @@ impl Worker {
                     continue;
                 }
             };
-            let (outcome, given_up) = match &due.url {
+            let next = match &due.url {
                 Ok(url) => {
                     let key = slots::Key::new(url, &due.owner);
                     let Some(_slot) = self.slots.take(key).await else {
                         return;
                     };
-                    (self.attempt(url, &due).await, false)
+                    match self.allowed(url) {
+                        Ok(()) => {
+                            let outcome = self.attempt(url, &due).await;
+                            // The first attempt is made as the task finishes.
+                            let since_first = SystemTime::now()
+                                .duration_since(from_ms(due.finished_ms))
+                                .unwrap_or_default();
+                            due.progress.attempted(outcome, since_first)
+                        }
+                        Err(why) => due.progress.refused(why),
+                    }
                 }
-                Err(why) => (Err(why.clone()), true),
+                Err(why) => due.progress.refused(why.clone()),
             };
-            let since_first = if given_up {
-                // Never deliverable: given up at once.
-                webhook::GIVE_UP_AFTER
-            } else {
-                // The first attempt is made as the task finishes.
-                SystemTime::now()
-                    .duration_since(from_ms(due.finished_ms))
-                    .unwrap_or_default()
-            };
-            let next = due.progress.attempted(outcome, since_first);
             self.record(&id, &due.progress, next);
             match next {
                 Some(next) => wait = next,
                 None => return,
             }
+        }
+    }
+
+    /// Whether `url` may still receive callbacks: the registry serving now decides (a reload
+    /// that drops its `tasks.callback_allow` rule stops the delivery). The words never hold
+    /// the URL (it may carry a token).
+    fn allowed(&self, url: &reqwest::Url) -> Result<(), String> {
+        let fleet = self.svc.fleet();
+        if fleet
+            .registry
+            .tasks
+            .callback_allow
+            .iter()
+            .any(|r| r.allows(url))
+        {
+            Ok(())
+        } else {
+            Err(
+                "the callback URL is no longer allowed by tasks.callback_allow (the registry \
+                 changed since the task was submitted); not retried"
+                    .to_owned(),
+            )
         }
     }
 
@@ -279,7 +301,7 @@ impl Worker {
                 task = %id,
                 attempts = p.attempts,
                 last_error = p.last_error.as_deref().unwrap_or(""),
-                "task callback failed: no 2xx within 24 h"
+                "task callback failed: no 2xx within 24 h, or its URL is refused"
             ),
             Delivery::Pending => tracing::debug!(
                 task = %id,

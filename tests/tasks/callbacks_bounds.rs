@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use labrouter::registry::Registry;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-use crate::callbacks::{id_of, until, Receiver};
+use crate::callbacks::{id_of, settled, until, Receiver};
 use crate::lab::Lab;
 
 /// Attempts on the wire at once to one receiver, and for one owner (the bounds under test).
@@ -210,5 +211,37 @@ async fn one_key_holds_at_most_four_attempts_on_the_wire_however_many_receivers(
         most <= PER_OWNER,
         "key A had {most} attempts on the wire at once"
     );
+    lab.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_that_drops_the_callback_rule_stops_a_pending_delivery() {
+    let failing = Receiver::start(500).await;
+    let lab = Lab::start("  callback_allow: [\"http://127.0.0.1:\"]\n").await;
+    let id = submit_as(&lab, None, "fix this bug", &failing.url).await;
+    until("two attempts", Duration::from_secs(30), || {
+        failing.count() >= 2
+    })
+    .await;
+
+    // The same lab, now allowing callbacks to localhost only.
+    let server = format!("  state_dir: \"{}\"\n", lab.dir.path().display());
+    let mut yaml = crate::support::registry_yaml_with(&lab.gpu, &lab.cpu, &lab.local, &server, "");
+    yaml.push_str("tasks:\n  callback_allow: [\"http://localhost:\"]\n");
+    lab.svc.swap(Registry::parse(&yaml, "reload.yaml")).unwrap();
+    let tried = failing.count();
+
+    let done = settled(&lab, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["callback"]["state"], "failed", "{done}");
+    let why = done["callback"]["last_error"].as_str().unwrap_or("");
+    assert!(why.contains("tasks.callback_allow"), "{done}");
+    assert!(!why.contains(&failing.url), "no URL in the words: {why}");
+    assert_eq!(
+        done["callback"]["attempts"].as_u64(),
+        Some(tried as u64),
+        "only attempts that went out are counted: {done}"
+    );
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(failing.count(), tried, "no attempt after the reload");
     lab.stop().await;
 }

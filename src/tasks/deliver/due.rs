@@ -87,6 +87,14 @@ impl Progress {
             }
         }
     }
+
+    /// Gives the delivery up without an attempt: its URL cannot, or may no longer, receive
+    /// callbacks. Nothing was sent, so no attempt is counted; `None` (no next attempt).
+    pub(super) fn refused(&mut self, why: String) -> Option<Duration> {
+        self.state = Delivery::Failed;
+        self.last_error = Some(why);
+        None
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +136,21 @@ mod tests {
         assert_eq!(p.state, Delivery::Delivered);
         assert_eq!(p.attempts, 3);
         assert_eq!(p.last_error.as_deref(), Some("connection refused"));
+    }
+
+    #[test]
+    fn a_refused_url_fails_the_callback_at_once_without_an_attempt() {
+        let mut p = fresh();
+        assert_eq!(p.attempted(Err("HTTP 500".into()), s(0)), Some(s(5)));
+        assert_eq!(
+            p.refused("not allowed by tasks.callback_allow".into()),
+            None
+        );
+        assert_eq!((p.state, p.attempts), (Delivery::Failed, 1));
+        assert_eq!(
+            p.last_error.as_deref(),
+            Some("not allowed by tasks.callback_allow")
+        );
     }
 
     #[test]
