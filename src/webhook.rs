@@ -7,17 +7,21 @@
 //! - [`Secret`] and [`sign`]: the `whsec_` secret and the `v1,` HMAC-SHA256 signature.
 //! - [`body_for`]: the task object as a body of at most [`MAX_BODY`] bytes.
 //! - [`client`] and [`deliver`]: one POST, no redirects, no proxy, 10 s at most.
+//! - [`Lookup`]: where the client's host names are looked up ([`client_with`] for tests).
 //! - [`next_retry`]: the backoff between attempts, and when to give up.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderValue, CONTENT_TYPE};
 
 mod body;
+mod resolve;
 mod retry;
 mod sign;
 
 pub use body::{body_for, MAX_BODY};
+pub use resolve::{Lookup, SystemLookup};
 pub use retry::{next_retry, FIRST_RETRY, GIVE_UP_AFTER, MAX_STEP};
 pub use sign::{sign, Secret, SecretError};
 
@@ -41,7 +45,13 @@ const ANSWER_READ_WAIT: Duration = Duration::from_secs(1);
 ///
 /// Errs only when the TLS backend cannot be set up; the words never hold a secret.
 pub fn client() -> Result<reqwest::Client, String> {
+    client_with(Arc::new(SystemLookup))
+}
+
+/// [`client`], looking host names up with `lookup` (tests give names of their own).
+pub fn client_with(lookup: Arc<dyn Lookup>) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
+        .dns_resolver(Arc::new(resolve::Resolver { lookup }))
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .timeout(ATTEMPT_TIMEOUT)
