@@ -65,7 +65,9 @@ pub fn client_with(lookup: Arc<dyn Lookup>) -> Result<reqwest::Client, String> {
 /// now for this attempt's timestamp. `Ok` on any 2xx.
 ///
 /// `Err` holds plain words fit for the task's `callback.last_error`: `HTTP 500`,
-/// `redirect refused (HTTP 302)`, `connection refused`, `timed out after 10s`, ... They never
+/// `redirect refused (HTTP 302)`, `connection refused`, `timed out after 10s`, `address
+/// refused: 169.254.169.254 is link-local; ...` (a name that led to an address callbacks
+/// never go to, see [`Lookup`]), ... They never
 /// hold the secret, the signature, the URL (it may carry a token) or the receiver's text.
 /// Use [`client`]: a client that follows redirects would send the signed body on.
 pub async fn deliver(
@@ -122,6 +124,9 @@ async fn read_a_little(mut response: reqwest::Response) {
 
 /// A failed send in plain words, without the URL reqwest's own text carries.
 fn send_error(e: &reqwest::Error) -> String {
+    if let Some(refused) = find::<resolve::Refused>(e) {
+        return refused.to_string();
+    }
     if e.is_timeout() {
         return if e.is_connect() {
             format!("connect timed out after {}s", CONNECT_TIMEOUT.as_secs())
@@ -139,10 +144,15 @@ fn send_error(e: &reqwest::Error) -> String {
 }
 
 fn io_kind(e: &reqwest::Error) -> Option<std::io::ErrorKind> {
+    find::<std::io::Error>(e).map(std::io::Error::kind)
+}
+
+/// The first cause of `e` that is a `T`.
+fn find<T: std::error::Error + 'static>(e: &reqwest::Error) -> Option<&T> {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return Some(io.kind());
+        if let Some(t) = s.downcast_ref::<T>() {
+            return Some(t);
         }
         source = s.source();
     }

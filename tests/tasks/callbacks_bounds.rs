@@ -245,3 +245,14 @@ async fn a_reload_that_drops_the_callback_rule_stops_a_pending_delivery() {
     assert_eq!(failing.count(), tried, "no attempt after the reload");
     lab.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_callback_to_localhost_goes_to_loopback_through_the_checked_lookup() {
+    let rx = Receiver::start(200).await;
+    let url = rx.url.replace("127.0.0.1", "localhost");
+    let lab = Lab::start("").await;
+    let id = submit_as(&lab, None, "fix this bug", &url).await;
+    let done = settled(&lab, &id, Duration::from_secs(30)).await;
+    assert_eq!(done["callback"]["state"], "delivered", "{done}");
+    assert_eq!(rx.count(), 1);
+}
