@@ -6,14 +6,14 @@
 //!
 //! The scheduler hands finished task ids over a channel and never waits on a receiver. Each
 //! delivery is its own tokio task (a delivery waiting for its next attempt costs a timer).
-//! Attempts on the wire are bounded per receiver, per owner and in all ([`slots`]), so a
+//! Attempts on the wire are bounded per receiver, per owner and in all (`slots`), so a
 //! slow or dead receiver delays only deliveries to itself, and one API key's callbacks
 //! cannot hold up another's. Before each attempt the URL is checked against
 //! `tasks.callback_allow` as the registry serving now has it. [`crate::webhook`] signs and
 //! sends one attempt; this module decides when, and what the task shows of it.
 //!
-//! - [`due`]: a finished task as its next attempt, and the delivery's progress.
-//! - [`slots`]: room on the wire per receiver, per owner and in all.
+//! - `due`: a finished task as its next attempt, and the delivery's progress.
+//! - `slots`: room on the wire per receiver, per owner and in all.
 
 use std::collections::{HashMap, HashSet};
 use std::env::VarError;
