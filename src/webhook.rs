@@ -7,17 +7,21 @@
 //! - [`Secret`] and [`sign()`]: the `whsec_` secret and the `v1,` HMAC-SHA256 signature.
 //! - [`body_for`]: the task object as a body of at most [`MAX_BODY`] bytes.
 //! - [`client`] and [`deliver`]: one POST, no redirects, no proxy, 10 s at most.
+//! - [`Lookup`]: where the client's host names are looked up ([`client_with`] for tests).
 //! - [`next_retry`]: the backoff between attempts, and when to give up.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderValue, CONTENT_TYPE};
 
 mod body;
+mod resolve;
 mod retry;
 mod sign;
 
 pub use body::{body_for, MAX_BODY};
+pub use resolve::{Lookup, SystemLookup};
 pub use retry::{next_retry, FIRST_RETRY, GIVE_UP_AFTER, MAX_STEP};
 pub use sign::{sign, Secret, SecretError};
 
@@ -41,7 +45,13 @@ const ANSWER_READ_WAIT: Duration = Duration::from_secs(1);
 ///
 /// Errs only when the TLS backend cannot be set up; the words never hold a secret.
 pub fn client() -> Result<reqwest::Client, String> {
+    client_with(Arc::new(SystemLookup))
+}
+
+/// [`client`], looking host names up with `lookup` (tests give names of their own).
+pub fn client_with(lookup: Arc<dyn Lookup>) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
+        .dns_resolver(Arc::new(resolve::Resolver { lookup }))
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .timeout(ATTEMPT_TIMEOUT)
@@ -55,7 +65,9 @@ pub fn client() -> Result<reqwest::Client, String> {
 /// now for this attempt's timestamp. `Ok` on any 2xx.
 ///
 /// `Err` holds plain words fit for the task's `callback.last_error`: `HTTP 500`,
-/// `redirect refused (HTTP 302)`, `connection refused`, `timed out after 10s`, ... They never
+/// `redirect refused (HTTP 302)`, `connection refused`, `timed out after 10s`, `address
+/// refused: 169.254.169.254 is link-local; ...` (a name that led to an address callbacks
+/// never go to, see [`Lookup`]), ... They never
 /// hold the secret, the signature, the URL (it may carry a token) or the receiver's text.
 /// Use [`client`]: a client that follows redirects would send the signed body on.
 pub async fn deliver(
@@ -112,6 +124,9 @@ async fn read_a_little(mut response: reqwest::Response) {
 
 /// A failed send in plain words, without the URL reqwest's own text carries.
 fn send_error(e: &reqwest::Error) -> String {
+    if let Some(refused) = find::<resolve::Refused>(e) {
+        return refused.to_string();
+    }
     if e.is_timeout() {
         return if e.is_connect() {
             format!("connect timed out after {}s", CONNECT_TIMEOUT.as_secs())
@@ -129,10 +144,15 @@ fn send_error(e: &reqwest::Error) -> String {
 }
 
 fn io_kind(e: &reqwest::Error) -> Option<std::io::ErrorKind> {
+    find::<std::io::Error>(e).map(std::io::Error::kind)
+}
+
+/// The first cause of `e` that is a `T`.
+fn find<T: std::error::Error + 'static>(e: &reqwest::Error) -> Option<&T> {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return Some(io.kind());
+        if let Some(t) = s.downcast_ref::<T>() {
+            return Some(t);
         }
         source = s.source();
     }

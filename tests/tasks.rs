@@ -12,6 +12,8 @@ mod lab;
 
 #[path = "tasks/callbacks.rs"]
 mod callbacks;
+#[path = "tasks/callbacks_bounds.rs"]
+mod callbacks_bounds;
 #[path = "tasks/hardening.rs"]
 mod hardening;
 #[path = "tasks/outage.rs"]

@@ -28,6 +28,9 @@ const SECRET: &str = "whsec_c2Vjb25kLXNlY3JldC1mb3ItbGFicm91dGVyLXRlc3Q=";
 const ID: &str = "tsk_01J9Z:succeeded";
 const NOW: i64 = 1_790_000_000;
 
+#[path = "webhook/addresses.rs"]
+mod addresses;
+
 /// How a receiver answers.
 #[derive(Clone)]
 enum Answer {

@@ -1,6 +1,10 @@
 //! `tasks.callback_allow` (SPEC §10): where a task's callback may go, compared as parsed
 //! scheme, host and port. Never as a string prefix, which `http://127.0.0.1:80@evil.example`
 //! or `http://localhost.evil.example` would pass.
+//!
+//! A callback URL is checked at submit and again before every delivery attempt, against the
+//! registry serving then (a reload that drops a rule stops deliveries to it). Where a host
+//! *name* may then lead is the callback client's to check (`crate::webhook::Lookup`).
 
 use std::fmt;
 use std::net::Ipv6Addr;

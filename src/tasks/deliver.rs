@@ -5,10 +5,15 @@
 //! delivery survives a restart.
 //!
 //! The scheduler hands finished task ids over a channel and never waits on a receiver. Each
-//! delivery is its own tokio task (a delivery waiting for its next attempt costs a timer),
-//! at most [`IN_FLIGHT`] attempts are on the wire at once, and a slow or dead receiver holds
-//! only its own delivery. [`crate::webhook`] signs and sends one attempt; this module
-//! decides when, and what the task shows of it.
+//! delivery is its own tokio task (a delivery waiting for its next attempt costs a timer).
+//! Attempts on the wire are bounded per receiver, per owner and in all (`slots`), so a
+//! slow or dead receiver delays only deliveries to itself, and one API key's callbacks
+//! cannot hold up another's. Before each attempt the URL is checked against
+//! `tasks.callback_allow` as the registry serving now has it. [`crate::webhook`] signs and
+//! sends one attempt; this module decides when, and what the task shows of it.
+//!
+//! - `due`: a finished task as its next attempt, and the delivery's progress.
+//! - `slots`: room on the wire per receiver, per owner and in all.
 
 use std::collections::{HashMap, HashSet};
 use std::env::VarError;
@@ -16,21 +21,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::json;
-use serde_json::value::RawValue;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::model::{Task, TaskId};
+use super::model::TaskId;
 use super::Scheduler;
 use crate::outcome::Delivery;
 use crate::store::tasks::{self, CallbackWrite};
 use crate::store::{from_ms, ms, Msg};
 use crate::webhook::{self, Secret};
 
-/// Attempts on the wire at once, all receivers together: each may take up to
-/// [`webhook::ATTEMPT_TIMEOUT`], so a few dead receivers cannot hold every delivery.
-pub const IN_FLIGHT: usize = 8;
+mod due;
+mod slots;
+
+use due::{due, Due, Progress};
+pub use slots::{IN_FLIGHT, PER_OWNER, PER_RECEIVER};
 
 /// How long a delivery waits for the task's finished state to reach the disk before it
 /// reads it (the scheduler sends that state to the writer before it hands the id over).
@@ -57,11 +62,11 @@ pub async fn run(scheduler: Arc<Scheduler>) {
     let worker = Arc::new(Worker {
         svc: Arc::clone(&scheduler),
         client,
-        in_flight: Semaphore::new(IN_FLIGHT),
+        slots: slots::Slots::new(slots::Limits::default()),
         unsigned_warned: AtomicBool::new(false),
     });
     let mut deliveries = Running::default();
-    let now_ms = ms(SystemTime::now());
+    let now_ms = ms(crate::clock::wall());
     for (id, next_ms) in worker.pending().await {
         let wait = next_ms.map_or(0, |n| n.saturating_sub(now_ms).max(0));
         deliveries.start(&worker, id, Duration::from_millis(wait as u64));
@@ -118,20 +123,11 @@ struct Worker {
     svc: Arc<Scheduler>,
     /// [`webhook::client`]: no redirects, no proxy, 10 s per attempt.
     client: reqwest::Client,
-    /// [`IN_FLIGHT`] permits; held only while an attempt is on the wire.
-    in_flight: Semaphore,
+    /// Room on the wire per receiver, per owner and in all; a slot is held only while an
+    /// attempt is on the wire.
+    slots: Arc<slots::Slots>,
     /// Said once per run: `callback_secret_env` names a variable that is not set.
     unsigned_warned: AtomicBool,
-}
-
-/// A callback's next attempt, as read from the finished task.
-struct Due {
-    url: Result<reqwest::Url, String>,
-    /// The task id + ":" + its status: the same on every attempt, so receivers dedupe.
-    webhook_id: String,
-    body: Vec<u8>,
-    finished_ms: i64,
-    progress: Progress,
 }
 
 impl Worker {
@@ -174,29 +170,53 @@ impl Worker {
                     continue;
                 }
             };
-            let outcome = match &due.url {
+            let next = match &due.url {
                 Ok(url) => {
-                    let Ok(_permit) = self.in_flight.acquire().await else {
+                    let key = slots::Key::new(url, &due.owner);
+                    let Some(_slot) = self.slots.take(key).await else {
                         return;
                     };
-                    self.attempt(url, &due).await
+                    match self.allowed(url) {
+                        Ok(()) => {
+                            let outcome = self.attempt(url, &due).await;
+                            // The first attempt is made as the task finishes.
+                            let since_first = crate::clock::wall()
+                                .duration_since(from_ms(due.finished_ms))
+                                .unwrap_or_default();
+                            due.progress.attempted(outcome, since_first)
+                        }
+                        Err(why) => due.progress.refused(why),
+                    }
                 }
-                Err(why) => Err(why.clone()),
+                Err(why) => due.progress.refused(why.clone()),
             };
-            let since_first = match &due.url {
-                // The first attempt is made as the task finishes.
-                Ok(_) => SystemTime::now()
-                    .duration_since(from_ms(due.finished_ms))
-                    .unwrap_or_default(),
-                // Never deliverable: given up at once.
-                Err(_) => webhook::GIVE_UP_AFTER,
-            };
-            let next = due.progress.attempted(outcome, since_first);
             self.record(&id, &due.progress, next);
             match next {
                 Some(next) => wait = next,
                 None => return,
             }
+        }
+    }
+
+    /// Whether `url` may still receive callbacks: the registry serving now decides (a reload
+    /// that drops its `tasks.callback_allow` rule stops the delivery). The words never hold
+    /// the URL (it may carry a token).
+    fn allowed(&self, url: &reqwest::Url) -> Result<(), String> {
+        let fleet = self.svc.fleet();
+        if fleet
+            .registry
+            .tasks
+            .callback_allow
+            .iter()
+            .any(|r| r.allows(url))
+        {
+            Ok(())
+        } else {
+            Err(
+                "the callback URL is no longer allowed by tasks.callback_allow (the registry \
+                 changed since the task was submitted); not retried"
+                    .to_owned(),
+            )
         }
     }
 
@@ -281,7 +301,7 @@ impl Worker {
                 task = %id,
                 attempts = p.attempts,
                 last_error = p.last_error.as_deref().unwrap_or(""),
-                "task callback failed: no 2xx within 24 h"
+                "task callback failed: no 2xx within 24 h, or its URL is refused"
             ),
             Delivery::Pending => tracing::debug!(
                 task = %id,
@@ -293,7 +313,7 @@ impl Worker {
         }
         let store = self.svc.store();
         let next_ms = next.map(|w| {
-            ms(SystemTime::now()).saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
+            ms(crate::clock::wall()).saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
         });
         let _ = store
             .sender()
@@ -314,124 +334,4 @@ enum Loaded {
     Gone,
     /// The store could not be read: try again later.
     Unreadable,
-}
-
-/// A finished task with a pending callback, as the body and headers of its next attempt.
-fn due(task: Option<Task>, request: Option<bytes::Bytes>) -> Option<Due> {
-    let task = task?;
-    let callback = task.callback.as_ref()?;
-    let finished_ms = task.finished_ms?;
-    if callback.state != Delivery::Pending || !task.status.is_finished() {
-        return None;
-    }
-    let request = request.and_then(|b| serde_json::from_slice::<Box<RawValue>>(&b).ok());
-    let shown = serde_json::to_value(task.whole(request.as_deref()))
-        .unwrap_or_else(|_| json!({"id": task.id, "object": "task", "status": task.status}));
-    Some(Due {
-        url: reqwest::Url::parse(&callback.url)
-            .map_err(|_| "the callback URL cannot be parsed".to_owned()),
-        webhook_id: format!("{}:{}", task.id, task.status.as_str()),
-        body: webhook::body_for(&shown),
-        finished_ms,
-        progress: Progress {
-            state: callback.state,
-            attempts: callback.attempts,
-            last_error: callback.last_error.clone(),
-        },
-    })
-}
-
-/// Where a callback stands, as the task shows it.
-#[derive(Clone, Debug, PartialEq)]
-struct Progress {
-    state: Delivery,
-    attempts: u32,
-    /// The last failed attempt's words; kept once delivered (it tells why it took more
-    /// than one attempt).
-    last_error: Option<String>,
-}
-
-impl Progress {
-    /// Counts an attempt that ended `outcome`, the first having been due `since_first`
-    /// ago; the wait before the next one, or `None` once delivered or given up.
-    fn attempted(
-        &mut self,
-        outcome: Result<(), String>,
-        since_first: Duration,
-    ) -> Option<Duration> {
-        self.attempts = self.attempts.saturating_add(1);
-        match outcome {
-            Ok(()) => {
-                self.state = Delivery::Delivered;
-                None
-            }
-            Err(why) => {
-                self.last_error = Some(why);
-                let next = webhook::next_retry(self.attempts, since_first);
-                if next.is_none() {
-                    self.state = Delivery::Failed;
-                }
-                next
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fresh() -> Progress {
-        Progress {
-            state: Delivery::Pending,
-            attempts: 0,
-            last_error: None,
-        }
-    }
-
-    const fn s(secs: u64) -> Duration {
-        Duration::from_secs(secs)
-    }
-
-    #[test]
-    fn a_2xx_delivers_and_ends_the_delivery() {
-        let mut p = fresh();
-        assert_eq!(p.attempted(Ok(()), s(0)), None);
-        assert_eq!(
-            (p.state, p.attempts, p.last_error),
-            (Delivery::Delivered, 1, None)
-        );
-    }
-
-    #[test]
-    fn failures_retry_within_5s_then_doubling_and_keep_the_last_words() {
-        let mut p = fresh();
-        assert_eq!(p.attempted(Err("HTTP 500".into()), s(0)), Some(s(5)));
-        assert_eq!(
-            p.attempted(Err("connection refused".into()), s(5)),
-            Some(s(10))
-        );
-        assert_eq!(p.state, Delivery::Pending);
-        assert_eq!(p.attempted(Ok(()), s(15)), None);
-        assert_eq!(p.state, Delivery::Delivered);
-        assert_eq!(p.attempts, 3);
-        assert_eq!(p.last_error.as_deref(), Some("connection refused"));
-    }
-
-    #[test]
-    fn after_24h_a_failure_fails_the_callback() {
-        let mut p = fresh();
-        p.attempts = 33;
-        assert_eq!(
-            p.attempted(Err("HTTP 503".into()), webhook::GIVE_UP_AFTER - s(100)),
-            Some(s(100)),
-            "the last wait ends on the 24 h mark"
-        );
-        assert_eq!(
-            p.attempted(Err("HTTP 503".into()), webhook::GIVE_UP_AFTER),
-            None
-        );
-        assert_eq!((p.state, p.attempts), (Delivery::Failed, 35));
-        assert_eq!(p.last_error.as_deref(), Some("HTTP 503"));
-    }
 }

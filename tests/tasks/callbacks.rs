@@ -28,15 +28,15 @@ const HANG: u16 = 0;
 
 /// One callback as a receiver saw it.
 #[derive(Clone)]
-struct Seen {
-    at: Instant,
+pub(crate) struct Seen {
+    pub(crate) at: Instant,
     headers: HeaderMap,
     body: Bytes,
     answered: u16,
 }
 
 impl Seen {
-    fn header(&self, name: &str) -> &str {
+    pub(crate) fn header(&self, name: &str) -> &str {
         self.headers.get(name).map_or("", |v| v.to_str().unwrap())
     }
 
@@ -47,14 +47,14 @@ impl Seen {
 
 /// A callback receiver whose answer can change; it keeps what it saw.
 #[derive(Clone)]
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     answer: Arc<AtomicU16>,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Receiver {
-    async fn start(answer: u16) -> Receiver {
+    pub(crate) async fn start(answer: u16) -> Receiver {
         Receiver::on(TcpListener::bind("127.0.0.1:0").await.unwrap(), answer)
     }
 
@@ -82,11 +82,11 @@ impl Receiver {
         self.answer.store(answer, Ordering::SeqCst);
     }
 
-    fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 
@@ -119,7 +119,7 @@ fn free_port() -> u16 {
 }
 
 /// Lets paused time pass in small steps until `done` (at most `limit`).
-async fn until(what: &str, limit: Duration, done: impl Fn() -> bool) {
+pub(crate) async fn until(what: &str, limit: Duration, done: impl Fn() -> bool) {
     let step = Duration::from_millis(50);
     let mut waited = Duration::ZERO;
     while !done() {
@@ -130,7 +130,7 @@ async fn until(what: &str, limit: Duration, done: impl Fn() -> bool) {
 }
 
 /// The task once its callback is no longer pending (at most `limit` of paused time).
-async fn settled(lab: &Lab, id: &str, limit: Duration) -> Value {
+pub(crate) async fn settled(lab: &Lab, id: &str, limit: Duration) -> Value {
     let step = Duration::from_millis(100);
     let mut waited = Duration::ZERO;
     loop {
@@ -147,7 +147,7 @@ async fn settled(lab: &Lab, id: &str, limit: Duration) -> Value {
     }
 }
 
-fn id_of(task: &Value) -> String {
+pub(crate) fn id_of(task: &Value) -> String {
     task["id"].as_str().unwrap().to_string()
 }
 
