@@ -119,69 +119,10 @@ pub async fn forward<F: Front>(
         let changed = fleet.machines.changed();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        let attempts = match walk.run(chain, &front, &mut Open).await {
-            Walked::Full {
-                target,
-                status,
-                content_type,
-                body,
-                attempts,
-            } => {
-                return whole(
-                    &fleet,
-                    label,
-                    status,
-                    content_type,
-                    body,
-                    Some(target),
-                    &attempts,
-                )
-            }
-            Walked::Stream {
-                target,
-                wire,
-                status,
-                content_type,
-                first,
-                rest,
-                lease,
-                attempts,
-            } => {
-                let upstream = Arc::clone(&fleet.upstreams[reg.models[target].machine]);
-                let (framing, translated) = front.framing(wire, started);
-                let body = relay(
-                    first,
-                    rest,
-                    lease,
-                    upstream,
-                    deadline,
-                    reg.target_name(target),
-                    framing,
-                );
-                let mut resp = Response::new(Body::from_stream(body));
-                *resp.status_mut() = status;
-                let h = resp.headers_mut();
-                if let Some(ct) = translated.or(content_type) {
-                    h.insert(axum::http::header::CONTENT_TYPE, ct);
-                }
-                h.insert(
-                    axum::http::header::CACHE_CONTROL,
-                    HeaderValue::from_static("no-cache"),
-                );
-                label_headers(h, &fleet, label, Some(target), &attempts);
-                return resp;
-            }
-            // The request's own fault: the machine's answer goes back as is.
-            Walked::Refused {
-                status,
-                content_type,
-                body,
-                attempts,
-            } => {
-                fleet.record_duration(label, started.elapsed().as_secs_f64());
-                return whole(&fleet, label, status, content_type, body, None, &attempts);
-            }
-            Walked::Unserved { attempts } => attempts,
+        let walked = walk.run(chain, &front, &mut Open).await;
+        let attempts = match respond(&walk, &front, walked) {
+            Ok(resp) => return resp,
+            Err(attempts) => attempts,
         };
         // Nothing served. With x-labrouter-wait, and when nothing was even tried, wait for
         // the earliest breaker to admit a probe, then walk again.
@@ -205,6 +146,88 @@ pub async fn forward<F: Front>(
         let mut resp = nothing_served(&fleet, label, &attempts);
         label_headers(resp.headers_mut(), &fleet, label, None, &attempts);
         return resp;
+    }
+}
+
+/// The client's response to a walk that ended with a machine's answer; the attempts when
+/// nothing served.
+fn respond<F: Front>(
+    walk: &Walk<'_>,
+    front: &F,
+    walked: Walked,
+) -> Result<Response, Vec<Attempted>> {
+    let (fleet, label) = (walk.fleet, walk.label);
+    match walked {
+        Walked::Full {
+            target,
+            status,
+            content_type,
+            body,
+            attempts,
+        } => Ok(whole(
+            fleet,
+            label,
+            status,
+            content_type,
+            body,
+            Some(target),
+            &attempts,
+        )),
+        Walked::Stream {
+            target,
+            wire,
+            status,
+            content_type,
+            first,
+            rest,
+            lease,
+            attempts,
+        } => {
+            let reg = &fleet.registry;
+            let upstream = Arc::clone(&fleet.upstreams[reg.models[target].machine]);
+            let (framing, translated) = front.framing(wire, walk.started);
+            let target_name = reg.target_name(target);
+            let body = relay(
+                first,
+                rest,
+                lease,
+                upstream,
+                walk.deadline,
+                target_name,
+                framing,
+            );
+            let mut resp = Response::new(Body::from_stream(body));
+            *resp.status_mut() = status;
+            let h = resp.headers_mut();
+            if let Some(ct) = translated.or(content_type) {
+                h.insert(axum::http::header::CONTENT_TYPE, ct);
+            }
+            h.insert(
+                axum::http::header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache"),
+            );
+            label_headers(h, fleet, label, Some(target), &attempts);
+            Ok(resp)
+        }
+        // The request's own fault: the machine's answer goes back as is.
+        Walked::Refused {
+            status,
+            content_type,
+            body,
+            attempts,
+        } => {
+            fleet.record_duration(label, walk.started.elapsed().as_secs_f64());
+            Ok(whole(
+                fleet,
+                label,
+                status,
+                content_type,
+                body,
+                None,
+                &attempts,
+            ))
+        }
+        Walked::Unserved { attempts } => Err(attempts),
     }
 }
 

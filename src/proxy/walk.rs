@@ -84,6 +84,16 @@ pub enum Walked {
     Unserved { attempts: Vec<Attempted> },
 }
 
+/// What one target's try leaves the walk to do.
+enum Step {
+    /// Answered (or refused): the walk ends with this.
+    Done(Walked),
+    /// Held back, or failed in a way the chain may fail over: the next target.
+    Next,
+    /// Failed in a way the chain may not fail over (the request's fault, its deadline).
+    Stop,
+}
+
 impl Walk<'_> {
     /// Walks `chain` once for `front`, through `gate`.
     pub async fn run<F: Front, G: Gate>(
@@ -92,7 +102,7 @@ impl Walk<'_> {
         front: &F,
         gate: &mut G,
     ) -> Walked {
-        let (fleet, reg) = (self.fleet, &self.fleet.registry);
+        let reg = &self.fleet.registry;
         let first_backend = chain
             .first()
             .map_or("", |&m| reg.models[m].backend.as_str());
@@ -107,102 +117,150 @@ impl Walk<'_> {
             if Instant::now() >= self.deadline && !attempts.is_empty() {
                 break;
             }
-            let machine = reg.models[model].machine;
-            let Some(_held) = gate.hold(fleet, machine) else {
-                let held = Held {
-                    phase: fleet.machines.phase(machine),
-                    failures: 0,
-                    last_reason: None,
-                };
-                attempts.push(Attempted::skipped(model, Skip::Busy, None, &held));
-                continue;
-            };
-            // A shared machine's probe is the pool's.
-            let lease = match fleet.machines.admit_pooled(machine).await {
-                Ok(lease) => lease,
-                Err(rej) => {
-                    attempts.push(skipped(fleet, model, &rej));
-                    continue;
-                }
-            };
-            let probe = lease.is_probe();
-            gate.sending().await;
-            let upstream = &fleet.upstreams[machine];
-            let (wire, body) = front.request(&reg.models[model].backend, upstream.api);
-            let answer = upstream
-                .attempt(model, wire, body, self.deadline, &lease)
-                .await
-                .and_then(|answer| given(front, model, wire, answer, self.started));
-            let mut failed = match answer {
-                Ok(Answer::Full {
-                    status,
-                    content_type,
-                    body,
-                }) => {
-                    lease.succeed();
-                    count_served(fleet, self.label, model, &attempts, self.started);
-                    return Walked::Full {
-                        target: model,
-                        status,
-                        content_type,
-                        body,
-                        attempts,
-                    };
-                }
-                Ok(Answer::Stream {
-                    status,
-                    content_type,
-                    first,
-                    rest,
-                }) if front.takes_stream() => {
-                    count_served(fleet, self.label, model, &attempts, self.started);
-                    return Walked::Stream {
-                        target: model,
-                        wire,
-                        status,
-                        content_type,
-                        first,
-                        rest,
-                        lease,
-                        attempts,
-                    };
-                }
-                // A request that asked for no stream got one: the machine answered badly.
-                Ok(Answer::Stream { .. }) => Attempted::counted(
-                    model,
-                    FailureKind::Malformed,
-                    Fault::BadAnswer,
-                    "malformed answer: a stream to a request that asked for none",
-                ),
-                // The request's own fault: the machine's answer goes back as is.
-                Ok(Answer::Refused {
-                    status,
-                    content_type,
-                    body,
-                    attempted,
-                }) => {
-                    count_attempt(fleet, machine, &attempted);
-                    lease.finish(&attempted);
-                    attempts.push(attempted);
-                    return Walked::Refused {
-                        status,
-                        content_type,
-                        body,
-                        attempts,
-                    };
-                }
-                Err(attempted) => attempted,
-            };
-            count_attempt(fleet, machine, &failed);
-            lease.finish(&failed);
-            failed.probe = probe;
-            failed.closed_after = fleet.machines.phase(machine) == Phase::Closed;
-            let move_on = failed.fault.may_fail_over();
-            attempts.push(failed);
-            if !move_on {
-                break;
+            match self.try_target(model, front, gate, &mut attempts).await {
+                Step::Done(walked) => return walked,
+                Step::Next => {}
+                Step::Stop => break,
             }
         }
         Walked::Unserved { attempts }
     }
+
+    /// One target: admitted (by the gate and its breaker) or skipped, then tried.
+    async fn try_target<F: Front, G: Gate>(
+        &self,
+        model: ModelId,
+        front: &F,
+        gate: &mut G,
+        attempts: &mut Vec<Attempted>,
+    ) -> Step {
+        let (fleet, reg) = (self.fleet, &self.fleet.registry);
+        let machine = reg.models[model].machine;
+        let Some(_held) = gate.hold(fleet, machine) else {
+            let held = Held {
+                phase: fleet.machines.phase(machine),
+                failures: 0,
+                last_reason: None,
+            };
+            attempts.push(Attempted::skipped(model, Skip::Busy, None, &held));
+            return Step::Next;
+        };
+        // A shared machine's probe is the pool's.
+        let lease = match fleet.machines.admit_pooled(machine).await {
+            Ok(lease) => lease,
+            Err(rej) => {
+                attempts.push(skipped(fleet, model, &rej));
+                return Step::Next;
+            }
+        };
+        let probe = lease.is_probe();
+        gate.sending().await;
+        let upstream = &fleet.upstreams[machine];
+        let (wire, body) = front.request(&reg.models[model].backend, upstream.api);
+        let answer = upstream
+            .attempt(model, wire, body, self.deadline, &lease)
+            .await
+            .and_then(|answer| given(front, model, wire, answer, self.started));
+        let (mut failed, lease) = match answer {
+            Ok(answer) => match self.answered(model, wire, answer, lease, front, attempts) {
+                Ok(walked) => return Step::Done(walked),
+                Err(failed) => failed,
+            },
+            Err(failed) => (failed, lease),
+        };
+        count_attempt(fleet, machine, &failed);
+        lease.finish(&failed);
+        failed.probe = probe;
+        failed.closed_after = fleet.machines.phase(machine) == Phase::Closed;
+        let move_on = failed.fault.may_fail_over();
+        attempts.push(failed);
+        if move_on {
+            Step::Next
+        } else {
+            Step::Stop
+        }
+    }
+
+    /// A machine's answer: served whole or streaming, or refused (the walk ends), or a
+    /// stream to a caller that keeps answers whole (a failed try, with its lease back).
+    fn answered<F: Front>(
+        &self,
+        target: ModelId,
+        wire: Wire,
+        answer: Answer,
+        lease: Lease,
+        front: &F,
+        attempts: &mut Vec<Attempted>,
+    ) -> Result<Walked, (Attempted, Lease)> {
+        let fleet = self.fleet;
+        let served = |attempts: &[Attempted]| {
+            count_served(fleet, self.label, target, attempts, self.started);
+        };
+        match answer {
+            Answer::Full {
+                status,
+                content_type,
+                body,
+            } => {
+                lease.succeed();
+                served(attempts);
+                Ok(Walked::Full {
+                    target,
+                    status,
+                    content_type,
+                    body,
+                    attempts: std::mem::take(attempts),
+                })
+            }
+            Answer::Stream {
+                status,
+                content_type,
+                first,
+                rest,
+            } if front.takes_stream() => {
+                served(attempts);
+                Ok(Walked::Stream {
+                    target,
+                    wire,
+                    status,
+                    content_type,
+                    first,
+                    rest,
+                    lease,
+                    attempts: std::mem::take(attempts),
+                })
+            }
+            // A request that asked for no stream got one: the machine answered badly.
+            Answer::Stream { .. } => Err((
+                Attempted::counted(
+                    target,
+                    FailureKind::Malformed,
+                    Fault::BadAnswer,
+                    "malformed answer: a stream to a request that asked for none",
+                ),
+                lease,
+            )),
+            // The request's own fault: the machine's answer goes back as is.
+            Answer::Refused {
+                status,
+                content_type,
+                body,
+                attempted,
+            } => {
+                count_attempt(fleet, reg_machine(fleet, target), &attempted);
+                lease.finish(&attempted);
+                attempts.push(attempted);
+                Ok(Walked::Refused {
+                    status,
+                    content_type,
+                    body,
+                    attempts: std::mem::take(attempts),
+                })
+            }
+        }
+    }
+}
+
+fn reg_machine(fleet: &Fleet, model: ModelId) -> MachineId {
+    fleet.registry.models[model].machine
 }

@@ -313,7 +313,8 @@ impl Worker {
         }
         let store = self.svc.store();
         let next_ms = next.map(|w| {
-            ms(crate::clock::wall()).saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
+            ms(crate::clock::wall())
+                .saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
         });
         let _ = store
             .sender()
