@@ -89,6 +89,21 @@ pub struct ClusterView {
     pub state: String,
 }
 
+impl ClusterView {
+    /// The link as it is now, as people read it.
+    pub fn of(shown: crate::cluster::Shown) -> ClusterView {
+        ClusterView {
+            last_error: shown.last_error,
+            last_sync: shown.last_sync.map(rfc3339),
+            node: shown.node,
+            peers_seen: shown.peers_seen,
+            prefix: shown.prefix,
+            since: shown.since.map(rfc3339),
+            state: shown.state.as_str().to_string(),
+        }
+    }
+}
+
 /// A route and its chain of targets, in order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -103,7 +118,7 @@ impl View {
         let reg = &fleet.registry;
         let now = Instant::now();
         let wall = SystemTime::now();
-        let link = fleet.machines.bus().cluster();
+        let cluster = fleet.machines.bus().cluster().map(|l| l.view());
         let machines = reg
             .machines
             .enumerate()
@@ -111,11 +126,11 @@ impl View {
                 let s = fleet.machines.snapshot(i);
                 let transitioned = s.breaker.generation > 0;
                 let mut v = MachineView::of(s, m.url.clone(), now, wall);
-                if let Some(link) = link {
+                if let Some(cluster) = &cluster {
                     v.shared = m.shared;
                     // Not a peer's: this router's own, once it decided anything.
                     if transitioned && v.decided_by.is_none() {
-                        v.decided_by = Some(link.node().to_string());
+                        v.decided_by = Some(cluster.node.clone());
                     }
                 }
                 (m.name.clone(), v)
@@ -130,7 +145,7 @@ impl View {
             })
             .collect();
         View {
-            cluster: link.map(|l| l.view()),
+            cluster: cluster.map(ClusterView::of),
             host: None,
             machines,
             registry_version: reg.version.clone(),

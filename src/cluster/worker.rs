@@ -13,8 +13,8 @@ use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::heard::{millis, Heard, Told};
-use super::{bounded, Endpoint, Job, Jobs, Link, State, VERDICT_TTL};
+use super::heard::{millis, Told};
+use super::{bounded, Endpoint, Job, Jobs, Link, Pool, State, VERDICT_TTL};
 use crate::service::Service;
 use crate::store::Msg;
 
@@ -58,7 +58,7 @@ pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Servi
             }
         };
         set_conn(&link, None);
-        went(&link, &svc, State::Down, &why);
+        went(&link, &*Current::of(&svc), State::Down, &why);
         // Until the next try, transitions wait in `pending`; nothing else can be done.
         let until = Instant::now() + retry;
         loop {
@@ -112,8 +112,26 @@ async fn connect(
         .map_err(|_| format!("no answer from {} within {CONNECT_MAX:?}", endpoint.host()))?
 }
 
+/// This router's breakers as they are now: a registry reload replaces them, so the worker
+/// finds them through the service each time and never keeps them.
+pub(super) struct Current(Arc<crate::fleet::Fleet>);
+
+impl Current {
+    fn of(svc: &Service) -> Current {
+        Current(svc.fleet())
+    }
+}
+
+impl std::ops::Deref for Current {
+    type Target = dyn Pool;
+
+    fn deref(&self) -> &(dyn Pool + 'static) {
+        &self.0.machines
+    }
+}
+
 /// The connection's state changed: said once in the log, the ledger, `/metrics`.
-fn went(link: &Link, svc: &Service, to: State, why: &str) {
+fn went(link: &Link, pool: &dyn Pool, to: State, why: &str) {
     let from = link.state();
     {
         let mut seen = link.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -138,7 +156,7 @@ fn went(link: &Link, svc: &Service, to: State, why: &str) {
         }
         _ => tracing::info!(node = %link.node, "cluster: Redis is up; verdicts re-synced"),
     }
-    svc.bus().ledger(Msg::Cluster {
+    pool.ledger(Msg::Cluster {
         at: SystemTime::now(),
         from: from.as_str().into(),
         to: to.as_str().into(),
@@ -146,15 +164,20 @@ fn went(link: &Link, svc: &Service, to: State, why: &str) {
     });
 }
 
-struct Worker<'a> {
-    link: &'a Arc<Link>,
+pub(super) struct Worker<'a> {
+    pub link: &'a Arc<Link>,
     svc: &'a Arc<Service>,
     endpoint: &'a Endpoint,
-    conn: MultiplexedConnection,
+    pub conn: MultiplexedConnection,
     pending: &'a mut Pending,
 }
 
 impl Worker<'_> {
+    /// This router's breakers now.
+    pub fn pool(&self) -> Current {
+        Current::of(self.svc)
+    }
+
     /// One connected session: sync, then serve until something fails; returns why.
     async fn session(
         &mut self,
@@ -164,7 +187,12 @@ impl Worker<'_> {
         if let Err(why) = self.sync().await {
             return why;
         }
-        went(self.link, self.svc, State::Up, "connected and re-synced");
+        went(
+            self.link,
+            &*self.pool(),
+            State::Up,
+            "connected and re-synced",
+        );
         let mut beat = tokio::time::interval(BEAT);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut resync = tokio::time::interval_at(Instant::now() + RESYNC, RESYNC);
@@ -211,15 +239,10 @@ impl Worker<'_> {
 
     /// Every breaker that is open, forced open or closed, told again (after a dropped job).
     fn tell_all(&mut self) {
-        let fleet = self.svc.fleet();
-        for i in fleet.registry.machines.ids() {
-            let (Some(share), Some(told)) = (
-                fleet.machines.share(i),
-                Told::of_breaker(&fleet.machines.breaker(i)),
-            ) else {
-                continue;
-            };
-            self.pending.insert(share, told);
+        for (share, breaker) in self.pool().breakers() {
+            if let Some(told) = Told::of_breaker(&breaker) {
+                self.pending.insert(share, told);
+            }
         }
     }
 
@@ -272,7 +295,7 @@ impl Worker<'_> {
         link.released(share, token);
         released?;
         // A request of ours may have found this lease on its way out: it may probe now.
-        self.svc.bus().wake();
+        self.pool().wake();
         Ok(())
     }
 
@@ -289,89 +312,5 @@ impl Worker<'_> {
         let mut seen = link.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.peers = peers;
         Ok(())
-    }
-
-    /// Reads every shared machine's verdict and adopts what is newer than what we know.
-    async fn read_all(&mut self) -> Result<(), String> {
-        let link = self.link;
-        let shares = self.svc.fleet().machines.shares();
-        if !shares.is_empty() {
-            let mut call = link.scripts.read.prepare_invoke();
-            for share in &shares {
-                call.key(link.key("verdict", share))
-                    .key(link.key("cooldown", share))
-                    .arg(share.as_ref());
-            }
-            let texts = bounded(link, call.invoke_async::<Vec<String>>(&mut self.conn)).await?;
-            for (share, text) in shares.iter().zip(texts) {
-                if text.is_empty() {
-                    // Redis has nothing (it restarted empty): its generations start over.
-                    link.known
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(Arc::clone(share), 0);
-                    continue;
-                }
-                match Heard::parse(text.as_bytes()) {
-                    Ok(h) if h.share == **share => self.adopt(h, true),
-                    Ok(_) => {}
-                    Err(why) => {
-                        tracing::warn!(share = %share, error = %why, "cluster: a verdict in Redis is unreadable; ignored")
-                    }
-                }
-            }
-        }
-        link.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .last_sync = Some(SystemTime::now());
-        Ok(())
-    }
-
-    /// A message on the verdicts channel.
-    fn heard(&self, bytes: &[u8]) {
-        match Heard::parse(bytes) {
-            Ok(h) if h.instance == self.link.instance => {}
-            Ok(h) => self.adopt(h, false),
-            Err(why) => {
-                tracing::warn!(error = %why, "cluster: an unreadable message on the verdicts channel; ignored");
-            }
-        }
-    }
-
-    /// Adopts `h` if it is newer than anything known for its machine. A sync read also
-    /// lowers what we know to what Redis holds (it may have restarted empty).
-    fn adopt(&self, h: Heard, synced: bool) {
-        let link = self.link;
-        let fleet = self.svc.fleet();
-        // Only machines of ours: a message about any other URL is not remembered at all.
-        let Some(share) = fleet
-            .machines
-            .shares()
-            .into_iter()
-            .find(|s| **s == *h.share)
-        else {
-            return;
-        };
-        {
-            let mut known = link.known.lock().unwrap_or_else(|e| e.into_inner());
-            let k = known.entry(Arc::clone(&share)).or_insert(0);
-            // Older than what we know: a late message is ignored; a sync read that went back
-            // means Redis restarted and counts again from there, and its verdict stands.
-            if h.generation == *k || (h.generation < *k && !synced) {
-                tracing::debug!(share = %share, generation = h.generation, known = *k, "cluster: an older verdict; ignored");
-                return;
-            }
-            *k = h.generation;
-        }
-        // Our own verdict, read back on a sync: nothing to adopt.
-        if synced && *h.adopted.node == *link.node {
-            return;
-        }
-        for machine in fleet.machines.adopt(&share, &h.adopted) {
-            metrics::counter!("labrouter_cluster_adoptions_total", "machine" => machine.clone())
-                .increment(1);
-            tracing::info!(machine = %machine, state = %h.adopted.state, by = %h.adopted.node, left_ms = millis(h.adopted.left), "cluster: adopted a peer's verdict");
-        }
     }
 }
