@@ -14,7 +14,7 @@
 //!   holder while the probe is undecided, deleted by compare-and-delete (or with the
 //!   verdict it produced), and expiring on its own if its router dies.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -118,6 +118,10 @@ pub struct Link {
     /// Our probe leases on their way out: released by the worker, not yet gone.
     releasing: Mutex<HashMap<Arc<str>, String>>,
     seen: Mutex<Seen>,
+    /// Shares whose keys in Redis cannot be used, and why: skipped (never the link's
+    /// trouble) until a read or a publish finds them usable. Only this registry's shares
+    /// are ever kept, so it is as bounded as the registry.
+    bad: Mutex<BTreeMap<Arc<str>, String>>,
     state: watch::Sender<State>,
 }
 
@@ -150,6 +154,7 @@ impl Link {
                 since: Some(SystemTime::now()),
                 ..Seen::default()
             }),
+            bad: Mutex::new(BTreeMap::new()),
             state,
             config,
         });

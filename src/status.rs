@@ -75,6 +75,11 @@ pub struct MachineView {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClusterView {
+    /// Shared machines whose keys in Redis cannot be used (a generation that is no number,
+    /// a key of the wrong type, a field too large): skipped, while the others keep syncing.
+    pub bad_share_errors: BTreeMap<String, String>,
+    /// How many there are; `bad_share_errors` lists the first [`BAD_SHARES_SHOWN`].
+    pub bad_shares: u64,
     /// Why Redis was last found down (no URL, no password).
     pub last_error: Option<String>,
     /// When every verdict was last read from Redis, RFC 3339 UTC.
@@ -89,10 +94,20 @@ pub struct ClusterView {
     pub state: String,
 }
 
+/// At most this many bad shares are listed by name in `/status.cluster`.
+pub const BAD_SHARES_SHOWN: usize = 16;
+
 impl ClusterView {
     /// The link as it is now, as people read it.
     pub fn of(shown: crate::cluster::Shown) -> ClusterView {
+        let bad_shares = u64::try_from(shown.bad_shares.len()).unwrap_or(u64::MAX);
         ClusterView {
+            bad_share_errors: shown
+                .bad_shares
+                .into_iter()
+                .take(BAD_SHARES_SHOWN)
+                .collect(),
+            bad_shares,
             last_error: shown.last_error,
             last_sync: shown.last_sync.map(rfc3339),
             node: shown.node,

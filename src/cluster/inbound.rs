@@ -1,42 +1,34 @@
 //! What comes in from Redis: every verdict read on a (re)sync, and the messages on the
-//! verdicts channel; both handed to this router's breakers through the [`Pool`].
+//! verdicts channel. All of it is outside input: a share whose keys cannot be used is
+//! skipped and named, never the link's trouble.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::heard::{millis, Heard};
+use super::heard::{millis, Heard, MAX_FIELD};
 use super::worker::Worker;
 use super::{bounded, Pool};
 
 impl Worker<'_> {
     /// Reads every shared machine's verdict and adopts what is newer than what we know.
+    /// Only Redis failing fails it: a share whose keys cannot be used is skipped.
     pub async fn read_all(&mut self) -> Result<(), String> {
         let link = self.link;
         let shares = self.pool().shares();
+        link.keep_bad(&shares);
         if !shares.is_empty() {
             let mut call = link.scripts.read.prepare_invoke();
+            call.arg(MAX_FIELD);
             for share in &shares {
                 call.key(link.key("verdict", share))
                     .key(link.key("cooldown", share))
+                    .key(link.key("gen", share))
+                    .key(link.key("probe", share))
                     .arg(share.as_ref());
             }
             let texts = bounded(link, call.invoke_async::<Vec<String>>(&mut self.conn)).await?;
             for (share, text) in shares.iter().zip(texts) {
-                if text.is_empty() {
-                    // Redis has nothing (it restarted empty): its generations start over.
-                    link.known
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(Arc::clone(share), 0);
-                    continue;
-                }
-                match Heard::parse(text.as_bytes()) {
-                    Ok(h) if h.share == **share => self.adopt(h, true),
-                    Ok(_) => {}
-                    Err(why) => {
-                        tracing::warn!(share = %share, error = %why, "cluster: a verdict in Redis is unreadable; ignored")
-                    }
-                }
+                self.read_one(share, &text);
             }
         }
         link.seen
@@ -44,6 +36,33 @@ impl Worker<'_> {
             .unwrap_or_else(|e| e.into_inner())
             .last_sync = Some(SystemTime::now());
         Ok(())
+    }
+
+    /// One share's verdict as the read script gave it: '' (none), `!why` (its keys cannot
+    /// be used), or the verdict.
+    fn read_one(&self, share: &Arc<str>, text: &str) {
+        let link = self.link;
+        if text.is_empty() {
+            // Redis has nothing (it restarted empty): its generations start over.
+            link.known
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(Arc::clone(share), 0);
+            link.usable(share);
+            return;
+        }
+        if let Some(why) = text.strip_prefix('!') {
+            link.spoiled(share, why);
+            return;
+        }
+        match Heard::parse(text.as_bytes()) {
+            Ok(h) if h.share == **share => {
+                link.usable(share);
+                self.adopt(h, true);
+            }
+            Ok(_) => {}
+            Err(why) => link.spoiled(share, &format!("its verdict is unreadable: {why}")),
+        }
     }
 
     /// A message on the verdicts channel.

@@ -38,6 +38,12 @@ impl Link {
         if left == -1 {
             return self.won(share, token, probe);
         }
+        if left == -2 {
+            // Not a lease at all: some other hand's value. This router's breaker decides,
+            // as without Redis, and the share is named in /status until it is fixed.
+            self.spoiled(&share, &holder);
+            return Taken::Unavailable;
+        }
         if holder == token {
             if self.lock_releasing().get(&share) == Some(&token) {
                 // Our last probe's lease, ended without a verdict and on its way out (the

@@ -246,19 +246,30 @@ impl Worker<'_> {
         }
     }
 
-    /// Publishes every pending verdict, oldest share key first; stops at the first failure
-    /// (the rest stay pending).
+    /// Publishes every pending verdict, oldest share key first. A share whose keys cannot
+    /// be used is skipped (its verdict dropped, the share named) and the others go on;
+    /// Redis failing stops at once, and the rest stay pending.
     async fn flush(&mut self) -> Result<(), String> {
         while let Some((share, told)) = self.pending.pop_first() {
-            if let Err(why) = self.publish(&share, &told).await {
-                self.pending.insert(share, told);
-                return Err(why);
+            match self.publish(&share, &told).await {
+                Ok(Ok(())) => self.link.usable(&share),
+                Ok(Err(why)) => self.link.spoiled(&share, &why),
+                Err(why) => {
+                    self.pending.insert(share, told);
+                    return Err(why);
+                }
             }
         }
         Ok(())
     }
 
-    async fn publish(&mut self, share: &Arc<str>, told: &Told) -> Result<(), String> {
+    /// One verdict out: `Err` when Redis failed, `Ok(Err(why))` when this share's keys in
+    /// Redis cannot be used (nothing was written).
+    async fn publish(
+        &mut self,
+        share: &Arc<str>,
+        told: &Told,
+    ) -> Result<Result<(), String>, String> {
         let link = self.link;
         // Our lease on this machine goes with the verdict it produced.
         let token = link.lock_held().remove(share).unwrap_or_default();
@@ -279,12 +290,16 @@ impl Worker<'_> {
             .arg(&token)
             .arg(share.as_ref())
             .arg(millis(VERDICT_TTL));
-        let generation = bounded(link, call.invoke_async::<u64>(&mut self.conn)).await?;
+        let call = call.invoke_async::<(u64, String)>(&mut self.conn);
+        let (generation, why) = bounded(link, call).await?;
+        if generation == 0 {
+            return Ok(Err(why));
+        }
         let mut known = link.known.lock().unwrap_or_else(|e| e.into_inner());
         let k = known.entry(Arc::clone(share)).or_insert(0);
         *k = (*k).max(generation);
         tracing::debug!(share = %share, generation, state = %told.state, "cluster: verdict published");
-        Ok(())
+        Ok(Ok(()))
     }
 
     async fn release(&mut self, share: &str, token: &str) -> Result<(), String> {
