@@ -1,6 +1,7 @@
 //! What comes in from Redis: every verdict read on a (re)sync, and the messages on the
 //! verdicts channel. All of it is outside input: a share whose keys cannot be used is
-//! skipped and named, never the link's trouble.
+//! skipped and named, never the link's trouble; a message claiming a generation far ahead
+//! of what this router knows is believed only once Redis's own counter says so.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -8,6 +9,13 @@ use std::time::SystemTime;
 use super::heard::{millis, Heard, MAX_FIELD};
 use super::worker::Worker;
 use super::{bounded, Pool};
+
+/// A message may claim at most this many generations beyond the newest this router knows
+/// for its machine before the claim is checked against Redis's counter. Honest generations
+/// step by one per transition in the whole pool, and a router that was away re-reads them
+/// all when it reconnects; a forged message far ahead would otherwise make every real
+/// verdict look old until the next re-sync.
+const GENERATION_JUMP: u64 = 1000;
 
 impl Worker<'_> {
     /// Reads every shared machine's verdict and adopts what is newer than what we know.
@@ -65,15 +73,45 @@ impl Worker<'_> {
         }
     }
 
-    /// A message on the verdicts channel.
-    pub fn heard(&self, bytes: &[u8]) {
-        match Heard::parse(bytes) {
-            Ok(h) if h.instance == self.link.instance => {}
-            Ok(h) => self.adopt(h, false),
+    /// A message on the verdicts channel. Only Redis failing (while checking a claim) is
+    /// an error.
+    pub async fn heard(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let h = match Heard::parse(bytes) {
+            Ok(h) if h.instance == self.link.instance => return Ok(()),
+            Ok(h) => h,
             Err(why) => {
                 tracing::warn!(error = %why, "cluster: an unreadable message on the verdicts channel; ignored");
+                return Ok(());
+            }
+        };
+        // Only machines of ours: a message about any other URL is not remembered at all.
+        let Some(share) = self.ours(&h.share) else {
+            return Ok(());
+        };
+        let known = self.link.known(&share);
+        if h.generation > known.saturating_add(GENERATION_JUMP) {
+            let counter = self.counter(&share).await?;
+            if counter.is_none_or(|c| h.generation > c) {
+                tracing::warn!(share = %share, generation = h.generation, known, counter = counter.unwrap_or(0), by = %h.adopted.node, "cluster: a message claims a generation Redis never counted; ignored");
+                return Ok(());
             }
         }
+        self.adopt(h, false);
+        Ok(())
+    }
+
+    /// The share key of ours that `share` names, if any.
+    fn ours(&self, share: &str) -> Option<Arc<str>> {
+        self.pool().shares().into_iter().find(|s| **s == *share)
+    }
+
+    /// `{prefix}:gen:{share}` as Redis holds it; `None` when it holds no whole number.
+    async fn counter(&mut self, share: &str) -> Result<Option<u64>, String> {
+        let link = self.link;
+        let mut call = link.scripts.generation.prepare_invoke();
+        call.key(link.key("gen", share));
+        let g = bounded(link, call.invoke_async::<i64>(&mut self.conn)).await?;
+        Ok(u64::try_from(g).ok())
     }
 
     /// Adopts `h` if it is newer than anything known for its machine. A sync read also
@@ -81,7 +119,6 @@ impl Worker<'_> {
     fn adopt(&self, h: Heard, synced: bool) {
         let link = self.link;
         let pool = self.pool();
-        // Only machines of ours: a message about any other URL is not remembered at all.
         let Some(share) = pool.shares().into_iter().find(|s| **s == *h.share) else {
             return;
         };

@@ -115,6 +115,17 @@ end
 return out
 ";
 
+/// The generation counter of one share, to check a message that claims one far ahead of
+/// what this router knows: -1 when there is none that is a whole number. KEYS: gen.
+const GENERATION: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'string' or redis.call('STRLEN', KEYS[1]) > 16 then
+  return -1
+end
+local g = redis.call('GET', KEYS[1])
+if not string.match(g, '^%d+$') then return -1 end
+return tonumber(g)
+";
+
 /// The probe lease: `{-1, ''}` when taken, else `{ms, holder}`: how long its holder still
 /// has it, and who (a lease some hand left without expiry gets one, so it cannot wedge the
 /// pool); `{-2, why}` when the key holds something no router wrote (no lease at all).
@@ -174,6 +185,7 @@ return out
 pub(super) struct Scripts {
     pub publish: Script,
     pub read: Script,
+    pub generation: Script,
     pub take: Script,
     pub renew: Script,
     pub release: Script,
@@ -185,6 +197,7 @@ impl Scripts {
         Scripts {
             publish: Script::new(&format!("{SPOILED}{PUBLISH}")),
             read: Script::new(&format!("{SPOILED}{READ}")),
+            generation: Script::new(GENERATION),
             take: Script::new(&format!("{SPOILED}{TAKE}")),
             renew: Script::new(RENEW),
             release: Script::new(RELEASE),

@@ -200,7 +200,7 @@ impl Worker<'_> {
         loop {
             let done = tokio::select! {
                 msg = stream.next() => match msg {
-                    Some(m) => { self.heard(m.get_payload_bytes()); Ok(()) }
+                    Some(m) => self.heard(m.get_payload_bytes()).await,
                     None => {
                         metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
                         Err("the subscription closed".to_string())
