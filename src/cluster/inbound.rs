@@ -22,7 +22,7 @@ impl Worker<'_> {
     /// Only Redis failing fails it: a share whose keys cannot be used is skipped.
     pub async fn read_all(&mut self) -> Result<(), String> {
         let link = self.link;
-        let shares = self.pool().shares();
+        let shares = self.pool(|p| p.shares());
         link.keep_bad(&shares);
         if !shares.is_empty() {
             let mut call = link.scripts.read.prepare_invoke();
@@ -102,7 +102,9 @@ impl Worker<'_> {
 
     /// The share key of ours that `share` names, if any.
     fn ours(&self, share: &str) -> Option<Arc<str>> {
-        self.pool().shares().into_iter().find(|s| **s == *share)
+        self.pool(|p| p.shares())
+            .into_iter()
+            .find(|s| **s == *share)
     }
 
     /// `{prefix}:gen:{share}` as Redis holds it; `None` when it holds no whole number.
@@ -118,8 +120,7 @@ impl Worker<'_> {
     /// lowers what we know to what Redis holds (it may have restarted empty).
     fn adopt(&self, h: Heard, synced: bool) {
         let link = self.link;
-        let pool = self.pool();
-        let Some(share) = pool.shares().into_iter().find(|s| **s == *h.share) else {
+        let Some(share) = self.ours(&h.share) else {
             return;
         };
         {
@@ -137,7 +138,7 @@ impl Worker<'_> {
         if synced && *h.adopted.node == *link.node {
             return;
         }
-        adopted(&*pool, &share, &h);
+        self.pool(|pool| adopted(pool, &share, &h));
     }
 }
 

@@ -1,5 +1,6 @@
 //! What the cluster asks of this router's breakers, and nothing more. The machines module
-//! implements it; the link never holds a tracker nor reaches into one.
+//! implements it; the link never holds a tracker nor reaches into one, and finds the
+//! current breakers through a closure its caller hands it ([`Breakers`]).
 
 use std::sync::Arc;
 
@@ -24,4 +25,21 @@ pub trait Pool {
 
     /// Queues a row for the ledger (the link went up or down).
     fn ledger(&self, msg: Msg);
+}
+
+/// Where the worker finds this router's breakers each time it needs them: a registry
+/// reload replaces them, so it never keeps them. Its caller (the service) hands it a
+/// closure that runs a function on the current ones.
+pub(super) type Breakers<'a> = &'a (dyn Fn(&mut dyn FnMut(&dyn Pool)) + Send + Sync);
+
+/// Runs `f` on the breakers `breakers` finds now.
+pub(super) fn on<R: Default>(breakers: Breakers<'_>, f: impl FnOnce(&dyn Pool) -> R) -> R {
+    let mut f = Some(f);
+    let mut out = R::default();
+    breakers(&mut |pool| {
+        if let Some(f) = f.take() {
+            out = f(pool);
+        }
+    });
+    out
 }

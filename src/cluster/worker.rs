@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::heard::{millis, Told};
+use super::pool::{on, Breakers};
 use super::{bounded, Endpoint, Job, Jobs, Link, Pool, State, VERDICT_TTL};
-use crate::service::Service;
 use crate::store::Msg;
 
 /// How often a router says it is alive, and checks that Redis is.
@@ -34,7 +34,13 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 type Pending = BTreeMap<Arc<str>, Told>;
 
 /// Runs the link until the service stops (the task is aborted).
-pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Service>) {
+/// `breakers` runs a function on this router's breakers as they are then (see [`Pool`]).
+pub async fn run(
+    link: Arc<Link>,
+    endpoint: Endpoint,
+    jobs: Jobs,
+    breakers: impl Fn(&mut dyn FnMut(&dyn Pool)) + Send + Sync,
+) {
     let Jobs(mut rx) = jobs;
     let mut pending = Pending::new();
     let mut retry = RETRY_FIRST;
@@ -45,7 +51,7 @@ pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Servi
                 set_conn(&link, Some(conn.clone()));
                 let mut w = Worker {
                     link: &link,
-                    svc: &svc,
+                    breakers: &breakers,
                     endpoint: &endpoint,
                     conn,
                     pending: &mut pending,
@@ -58,7 +64,7 @@ pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Servi
             }
         };
         set_conn(&link, None);
-        went(&link, &*Current::of(&svc), State::Down, &why);
+        went(&link, &breakers, State::Down, &why);
         // Until the next try, transitions wait in `pending`; nothing else can be done.
         let until = Instant::now() + retry;
         loop {
@@ -112,26 +118,8 @@ async fn connect(
         .map_err(|_| format!("no answer from {} within {CONNECT_MAX:?}", endpoint.host()))?
 }
 
-/// This router's breakers as they are now: a registry reload replaces them, so the worker
-/// finds them through the service each time and never keeps them.
-pub(super) struct Current(Arc<crate::fleet::Fleet>);
-
-impl Current {
-    fn of(svc: &Service) -> Current {
-        Current(svc.fleet())
-    }
-}
-
-impl std::ops::Deref for Current {
-    type Target = dyn Pool;
-
-    fn deref(&self) -> &(dyn Pool + 'static) {
-        &self.0.machines
-    }
-}
-
 /// The connection's state changed: said once in the log, the ledger, `/metrics`.
-fn went(link: &Link, pool: &dyn Pool, to: State, why: &str) {
+fn went(link: &Link, breakers: Breakers<'_>, to: State, why: &str) {
     let from = link.state();
     {
         let mut seen = link.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -156,26 +144,27 @@ fn went(link: &Link, pool: &dyn Pool, to: State, why: &str) {
         }
         _ => tracing::info!(node = %link.node, "cluster: Redis is up; verdicts re-synced"),
     }
-    pool.ledger(Msg::Cluster {
+    let row = Msg::Cluster {
         at: SystemTime::now(),
         from: from.as_str().into(),
         to: to.as_str().into(),
         reason: why.to_string(),
-    });
+    };
+    on(breakers, |pool| pool.ledger(row));
 }
 
 pub(super) struct Worker<'a> {
     pub link: &'a Arc<Link>,
-    svc: &'a Arc<Service>,
+    breakers: Breakers<'a>,
     endpoint: &'a Endpoint,
     pub conn: MultiplexedConnection,
     pending: &'a mut Pending,
 }
 
 impl Worker<'_> {
-    /// This router's breakers now.
-    pub fn pool(&self) -> Current {
-        Current::of(self.svc)
+    /// Runs `f` on this router's breakers as they are now.
+    pub fn pool<R: Default>(&self, f: impl FnOnce(&dyn Pool) -> R) -> R {
+        on(self.breakers, f)
     }
 
     /// One connected session: sync, then serve until something fails; returns why.
@@ -189,7 +178,7 @@ impl Worker<'_> {
         }
         went(
             self.link,
-            &*self.pool(),
+            self.breakers,
             State::Up,
             "connected and re-synced",
         );
@@ -239,7 +228,7 @@ impl Worker<'_> {
 
     /// Every breaker that is open, forced open or closed, told again (after a dropped job).
     fn tell_all(&mut self) {
-        for (share, breaker) in self.pool().breakers() {
+        for (share, breaker) in self.pool(|p| p.breakers()) {
             if let Some(told) = Told::of_breaker(&breaker) {
                 self.pending.insert(share, told);
             }
@@ -310,7 +299,7 @@ impl Worker<'_> {
         link.released(share, token);
         released?;
         // A request of ours may have found this lease on its way out: it may probe now.
-        self.pool().wake();
+        self.pool(|p| p.wake());
         Ok(())
     }
 
