@@ -2,9 +2,15 @@
 //! one probe per cooldown for the whole pool.
 //!
 //! Only transitions and probes touch Redis, never an ordinary request: a transition is
-//! queued to the [`worker`] (which publishes it), a probe asks for the pool's lease, bounded
-//! by `cluster.timeout`. Redis down, slow or wrong never opens or closes a machine: each
-//! router then runs on its own breakers, says so, and re-syncs when Redis returns.
+//! queued to the worker ([`run`], which publishes it), a probe asks for the pool's lease,
+//! bounded by `cluster.timeout`. Redis down, slow or wrong never opens or closes a machine:
+//! each router then runs on its own breakers, says so, and re-syncs when Redis returns. One
+//! machine's keys spoiled in Redis spoil only that machine's sharing.
+//!
+//! Files: `lease` (the probe lease and [`Probe`]), `pool` (what the link asks of this
+//! router's breakers, [`Pool`]), `worker` (connect, publish, beat), `inbound` (the sync read
+//! and the messages), `heard` (messages both ways), `seen` (what `/status` is told,
+//! [`Shown`]), `scripts` (the Lua), `endpoint` (the Redis URL).
 //!
 //! - **Verdicts** are keyed by the machine's normalised URL, so two routers that name one
 //!   box differently agree. Generations come from Redis (`INCR`) and an older one never
