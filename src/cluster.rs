@@ -2,9 +2,15 @@
 //! one probe per cooldown for the whole pool.
 //!
 //! Only transitions and probes touch Redis, never an ordinary request: a transition is
-//! queued to the [`worker`] (which publishes it), a probe asks for the pool's lease, bounded
-//! by `cluster.timeout`. Redis down, slow or wrong never opens or closes a machine: each
-//! router then runs on its own breakers, says so, and re-syncs when Redis returns.
+//! queued to the worker ([`run`], which publishes it), a probe asks for the pool's lease,
+//! bounded by `cluster.timeout`. Redis down, slow or wrong never opens or closes a machine:
+//! each router then runs on its own breakers, says so, and re-syncs when Redis returns. One
+//! machine's keys spoiled in Redis spoil only that machine's sharing.
+//!
+//! Files: `lease` (the probe lease and [`Probe`]), `pool` (what the link asks of this
+//! router's breakers, [`Pool`]), `worker` (connect, publish, beat), `inbound` (the sync read
+//! and the messages), `heard` (messages both ways), `seen` (what `/status` is told,
+//! [`Shown`]), `scripts` (the Lua), `endpoint` (the Redis URL).
 //!
 //! - **Verdicts** are keyed by the machine's normalised URL, so two routers that name one
 //!   box differently agree. Generations come from Redis (`INCR`) and an older one never
@@ -14,7 +20,7 @@
 //!   holder while the probe is undecided, deleted by compare-and-delete (or with the
 //!   verdict it produced), and expiring on its own if its router dies.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -23,16 +29,23 @@ use redis::aio::MultiplexedConnection;
 use tokio::sync::{mpsc, watch};
 
 use crate::breaker::Transitioned;
-use crate::machines::ProbeWatch;
 use crate::registry::Cluster as Config;
 
 mod endpoint;
 mod heard;
+mod inbound;
+mod lease;
+mod pool;
 mod scripts;
+mod seen;
 mod worker;
 
 pub use endpoint::Endpoint;
 pub use heard::{Heard, Told};
+pub use lease::{Hold, Probe};
+pub use pool::Pool;
+use seen::Seen;
+pub use seen::Shown;
 pub use worker::run;
 
 /// How long a verdict hash lives in Redis after its last transition.
@@ -66,6 +79,12 @@ impl State {
             State::Up => "up",
             State::Down => "down",
         }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -105,16 +124,11 @@ pub struct Link {
     /// Our probe leases on their way out: released by the worker, not yet gone.
     releasing: Mutex<HashMap<Arc<str>, String>>,
     seen: Mutex<Seen>,
+    /// Shares whose keys in Redis cannot be used, and why: skipped (never the link's
+    /// trouble) until a read or a publish finds them usable. Only this registry's shares
+    /// are ever kept, so it is as bounded as the registry.
+    bad: Mutex<BTreeMap<Arc<str>, String>>,
     state: watch::Sender<State>,
-}
-
-/// What `/status.cluster` shows besides the state.
-#[derive(Clone, Debug, Default)]
-struct Seen {
-    peers: Vec<String>,
-    last_sync: Option<SystemTime>,
-    since: Option<SystemTime>,
-    last_error: Option<String>,
 }
 
 impl std::fmt::Debug for Link {
@@ -146,6 +160,7 @@ impl Link {
                 since: Some(SystemTime::now()),
                 ..Seen::default()
             }),
+            bad: Mutex::new(BTreeMap::new()),
             state,
             config,
         });
@@ -185,90 +200,6 @@ impl Link {
                 );
             }
         }
-    }
-
-    /// Asks for the pool's probe lease on `share` (SPEC §12), bounded by `timeout`.
-    pub async fn take_probe(self: &Arc<Self>, share: Arc<str>, watch: ProbeWatch) -> Taken {
-        let Some(mut conn) = self.connection() else {
-            return Taken::Unavailable;
-        };
-        let token = format!("{}:{}", self.node, self.known(&share));
-        let mut take = self.scripts.take.prepare_invoke();
-        take.key(self.key("probe", &share))
-            .arg(&token)
-            .arg(heard::millis(self.config.probe_lease));
-        let Some((left, holder)) = self
-            .asked(take.invoke_async::<(i64, String)>(&mut conn))
-            .await
-        else {
-            return Taken::Unavailable;
-        };
-        if left == -1 {
-            return self.won(share, token, watch);
-        }
-        if holder == token {
-            if self.lock_releasing().get(&share) == Some(&token) {
-                // Our last probe's lease, ended without a verdict and on its way out (the
-                // worker releases it, then wakes the waiting): a moment, not a lease.
-                return Taken::Lost(self.config.timeout);
-            }
-            // Ours from before (this node restarted mid-probe): taken over, if still ours.
-            return match self.renew_once(&mut conn, &share, &token).await {
-                Some(1) => self.won(share, token, watch),
-                Some(_) => Taken::Lost(self.config.timeout),
-                None => Taken::Unavailable,
-            };
-        }
-        metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "lost").increment(1);
-        let left = u64::try_from(left)
-            .unwrap_or(0)
-            .min(heard::millis(self.config.probe_lease));
-        tracing::debug!(share = %share, left_ms = left, "cluster: another router probes");
-        Taken::Lost(Duration::from_millis(left))
-    }
-
-    fn won(self: &Arc<Self>, share: Arc<str>, token: String, watch: ProbeWatch) -> Taken {
-        metrics::counter!("labrouter_cluster_leases_total", "machine" => watch.machine().to_string(), "result" => "won").increment(1);
-        self.lock_held().insert(Arc::clone(&share), token.clone());
-        let renew = tokio::spawn(Arc::clone(self).renew(Arc::clone(&share), token.clone(), watch));
-        Taken::Won(Hold {
-            link: Arc::clone(self),
-            share,
-            token,
-            renew,
-        })
-    }
-
-    /// Renews the probe lease while the probe is undecided and the lease still ours.
-    async fn renew(self: Arc<Self>, share: Arc<str>, token: String, watch: ProbeWatch) {
-        loop {
-            tokio::time::sleep(self.config.probe_lease / 3).await;
-            if !watch.undecided() {
-                return;
-            }
-            let Some(mut conn) = self.connection() else {
-                continue;
-            };
-            if self.renew_once(&mut conn, &share, &token).await == Some(0) {
-                return;
-            }
-        }
-    }
-
-    /// Compare-and-`PEXPIRE`: 1 when the lease was still `token`'s and now runs a full
-    /// `probe_lease` again, 0 when it is not ours; `None` when Redis failed.
-    async fn renew_once(
-        &self,
-        conn: &mut MultiplexedConnection,
-        share: &str,
-        token: &str,
-    ) -> Option<i64> {
-        let mut renew = self.scripts.renew.prepare_invoke();
-        renew
-            .key(self.key("probe", share))
-            .arg(token)
-            .arg(heard::millis(self.config.probe_lease));
-        self.asked(renew.invoke_async::<i64>(conn)).await
     }
 
     /// One Redis operation on a request's behalf, bounded by `timeout`; a failure is said to
@@ -330,62 +261,11 @@ impl Link {
     fn channel(&self) -> String {
         format!("{}:verdicts", self.config.prefix)
     }
-
-    /// `/status.cluster`.
-    pub fn view(&self) -> crate::status::ClusterView {
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        crate::status::ClusterView {
-            last_error: seen.last_error,
-            last_sync: seen.last_sync.map(crate::clock::rfc3339),
-            node: self.node.to_string(),
-            peers_seen: seen
-                .peers
-                .into_iter()
-                .filter(|p| *p != *self.node)
-                .collect(),
-            prefix: self.config.prefix.clone(),
-            since: seen.since.map(crate::clock::rfc3339),
-            state: self.state().as_str().to_string(),
-        }
-    }
 }
 
 /// The worker's end of the jobs.
 #[derive(Debug)]
 pub struct Jobs(mpsc::Receiver<Job>);
-
-/// This router holds the pool's probe lease for `share`: renewed while the probe is
-/// undecided, released when dropped (after the lease's outcome was told).
-#[derive(Debug)]
-pub struct Hold {
-    link: Arc<Link>,
-    share: Arc<str>,
-    token: String,
-    renew: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        self.renew.abort();
-        // A verdict published since released it with the message; else release it now.
-        let mine = {
-            let mut held = self.link.lock_held();
-            match held.get(&self.share) {
-                Some(t) if *t == self.token => held.remove(&self.share).is_some(),
-                _ => false,
-            }
-        };
-        if mine {
-            self.link
-                .lock_releasing()
-                .insert(Arc::clone(&self.share), self.token.clone());
-            self.link.send(Job::Release {
-                share: Arc::clone(&self.share),
-                token: std::mem::take(&mut self.token),
-            });
-        }
-    }
-}
 
 /// One Redis operation, at most `cluster.timeout`; a failure is counted.
 async fn bounded<T>(

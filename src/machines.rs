@@ -12,16 +12,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use crate::breaker::Transitioned;
-use crate::breaker::{Adopted, Breaker, Decision, Event, Phase, Restored, Skip, Transition};
+use crate::breaker::{Breaker, Decision, Event, Phase, Restored, Skip, Transition};
 use crate::outcome::{Held, MachineId, Reason};
 use crate::registry::Registry;
 
 mod bus;
 mod lease;
+mod shared;
 mod tracker;
 
 pub use bus::Bus;
-pub use lease::{Lease, ProbeWatch};
+pub use lease::Lease;
 pub use tracker::Tracker;
 use tracker::{announce, lock, new_tracker, step_tracker, step_tracker_then};
 
@@ -171,88 +172,6 @@ impl Machines {
                 })
             }
         }
-    }
-
-    /// [`Machines::admit`], then [`Machines::pooled`] when the call is a probe: what the
-    /// request path and the task walk ask.
-    pub async fn admit_pooled(&self, i: MachineId) -> Result<Lease, Rejected> {
-        match self.admit(i) {
-            Ok(lease) if lease.is_probe() => self.pooled(lease).await,
-            admitted => admitted,
-        }
-    }
-
-    /// Asks the pool of routers for the probe lease when `lease` is a shared machine's
-    /// probe (SPEC §12): won, or Redis unavailable (then this router's own breaker decides,
-    /// as without `cluster`), the lease goes on; lost, the probe is another router's and
-    /// this breaker answers `probe_in_flight` until that lease would expire. Bounded by
-    /// `cluster.timeout`; a lease that is no shared probe passes at once.
-    pub async fn pooled(&self, mut lease: Lease) -> Result<Lease, Rejected> {
-        let (Some(link), true) = (self.bus.cluster(), lease.is_probe()) else {
-            return Ok(lease);
-        };
-        let Some(share) = lock(&lease.tracker().state).share.clone() else {
-            return Ok(lease);
-        };
-        match link.take_probe(share, lease.watch()).await {
-            crate::cluster::Taken::Won(hold) => {
-                lease.hold(hold);
-                Ok(lease)
-            }
-            crate::cluster::Taken::Unavailable => Ok(lease),
-            crate::cluster::Taken::Lost(left) => Err(lease.peer_probe(left)),
-        }
-    }
-
-    /// Takes over a peer's verdict on every machine shared under `share` (SPEC §12); the
-    /// names of the machines whose breaker changed.
-    pub fn adopt(&self, share: &str, adopted: &Adopted) -> Vec<String> {
-        let mut changed = Vec::new();
-        for tracker in &self.trackers {
-            let now = Instant::now();
-            let (transition, wall) = {
-                let mut g = lock(&tracker.state);
-                if g.share.as_deref() != Some(share) {
-                    continue;
-                }
-                let g = &mut *g;
-                let state = std::mem::replace(&mut g.breaker, Breaker::new(&g.policy));
-                let before = (state.phase, state.open_until);
-                let (next, transition) = state.adopt(adopted, now, &g.policy);
-                if before != (next.phase, next.open_until) {
-                    changed.push(tracker.name.clone());
-                }
-                g.breaker = next;
-                (transition, crate::clock::wall())
-            };
-            if let Some(t) = transition {
-                announce(tracker, &self.bus, t, now, wall);
-            }
-        }
-        self.bus.wake();
-        changed
-    }
-
-    /// The keys of the shared machines (SPEC §12), each once.
-    pub fn shares(&self) -> Vec<Arc<str>> {
-        let mut keys: Vec<Arc<str>> = self
-            .trackers
-            .iter()
-            .filter_map(|t| lock(&t.state).share.clone())
-            .collect();
-        keys.sort();
-        keys.dedup();
-        keys
-    }
-
-    /// The key machine `i`'s verdict is shared under, if shared.
-    pub fn share(&self, i: MachineId) -> Option<Arc<str>> {
-        lock(&self.trackers[i.0].state).share.clone()
-    }
-
-    /// Machine `i`'s breaker as it is now, for publishing (SPEC §12).
-    pub fn breaker(&self, i: MachineId) -> Breaker {
-        lock(&self.trackers[i.0].state).breaker.clone()
     }
 
     /// Applies one event to machine `i` (manual control, health checks).

@@ -137,11 +137,12 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
         let (link, jobs) = crate::cluster::Link::new(config.clone());
         svc.bus().set_cluster(Arc::clone(&link));
         tracing::info!(node = %config.node, prefix = %config.prefix, redis = %redis.host(), "cluster: sharing verdicts through Redis");
+        let current = Arc::clone(svc);
         tasks.push(tokio::spawn(crate::cluster::run(
             link,
             redis.clone(),
             jobs,
-            Arc::clone(svc),
+            move |f| f(&current.fleet().machines),
         )));
     }
     tasks.extend([

@@ -75,6 +75,11 @@ pub struct MachineView {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClusterView {
+    /// Shared machines whose keys in Redis cannot be used (a generation that is no number,
+    /// a key of the wrong type, a field too large): skipped, while the others keep syncing.
+    pub bad_share_errors: BTreeMap<String, String>,
+    /// How many there are; `bad_share_errors` lists the first [`BAD_SHARES_SHOWN`].
+    pub bad_shares: u64,
     /// Why Redis was last found down (no URL, no password).
     pub last_error: Option<String>,
     /// When every verdict was last read from Redis, RFC 3339 UTC.
@@ -87,6 +92,31 @@ pub struct ClusterView {
     pub since: Option<String>,
     /// `up`, `down` or `connecting`.
     pub state: String,
+}
+
+/// At most this many bad shares are listed by name in `/status.cluster`.
+pub const BAD_SHARES_SHOWN: usize = 16;
+
+impl ClusterView {
+    /// The link as it is now, as people read it.
+    pub fn of(shown: crate::cluster::Shown) -> ClusterView {
+        let bad_shares = u64::try_from(shown.bad_shares.len()).unwrap_or(u64::MAX);
+        ClusterView {
+            bad_share_errors: shown
+                .bad_shares
+                .into_iter()
+                .take(BAD_SHARES_SHOWN)
+                .collect(),
+            bad_shares,
+            last_error: shown.last_error,
+            last_sync: shown.last_sync.map(rfc3339),
+            node: shown.node,
+            peers_seen: shown.peers_seen,
+            prefix: shown.prefix,
+            since: shown.since.map(rfc3339),
+            state: shown.state.as_str().to_string(),
+        }
+    }
 }
 
 /// A route and its chain of targets, in order.
@@ -103,7 +133,7 @@ impl View {
         let reg = &fleet.registry;
         let now = Instant::now();
         let wall = crate::clock::wall();
-        let link = fleet.machines.bus().cluster();
+        let cluster = fleet.machines.bus().cluster().map(|l| l.view());
         let machines = reg
             .machines
             .enumerate()
@@ -111,11 +141,11 @@ impl View {
                 let s = fleet.machines.snapshot(i);
                 let transitioned = s.breaker.generation > 0;
                 let mut v = MachineView::of(s, m.url.clone(), now, wall);
-                if let Some(link) = link {
+                if let Some(cluster) = &cluster {
                     v.shared = m.shared;
                     // Not a peer's: this router's own, once it decided anything.
                     if transitioned && v.decided_by.is_none() {
-                        v.decided_by = Some(link.node().to_string());
+                        v.decided_by = Some(cluster.node.clone());
                     }
                 }
                 (m.name.clone(), v)
@@ -130,7 +160,7 @@ impl View {
             })
             .collect();
         View {
-            cluster: link.map(|l| l.view()),
+            cluster: cluster.map(ClusterView::of),
             host: None,
             machines,
             registry_version: reg.version.clone(),

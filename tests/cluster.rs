@@ -11,7 +11,11 @@
 //!   once each, in Telegram (a fake Bot API) and the ledger (`redis_down`);
 //! - what arrives through Redis is judged: a stale generation is ignored, a cooldown is a
 //!   duration (`l`), never a time read from another clock, and garbage is rejected or clamped,
-//!   never adopted as is nor a reason to panic (`hostile`);
+//!   never adopted as is nor a reason to panic (`hostile`); a forged generation far ahead
+//!   of Redis's counter is not believed (`hostile`);
+//! - one bad value in Redis (a generation that is no integer, a key of the wrong type, a 30 MB
+//!   field) spoils that machine's sharing, never the link nor the other machines', and costs
+//!   no memory (`bad_shares`);
 //! - routers whose wall clocks are 30 s ahead and 30 s behind (libfaketime) hold a peer's
 //!   verdict for exactly its duration (`skew`);
 //! - `labrouter check` refuses a Redis off loopback without a password and TLS (`check`).
@@ -34,6 +38,8 @@ mod redis;
 #[path = "cluster/router.rs"]
 mod router;
 
+#[path = "cluster/bad_shares.rs"]
+mod bad_shares;
 #[path = "cluster/check.rs"]
 mod check;
 #[path = "cluster/hostile.rs"]

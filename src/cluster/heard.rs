@@ -13,6 +13,10 @@ use crate::outcome::Reason;
 
 /// The largest message or verdict read: anything larger is not ours.
 pub const MAX_MESSAGE: usize = 16 * 1024;
+/// The largest field of a verdict hash a (re)sync reads out of Redis: a larger one stays
+/// there and its share is skipped. Six such fields, JSON-quoted, stay under [`MAX_MESSAGE`]
+/// (a reason this router writes is at most a few hundred bytes).
+pub const MAX_FIELD: usize = 2048;
 /// No cooldown or time left believed beyond this (the registry's own limit).
 const SPAN_MAX_MS: f64 = crate::registry::SPAN_MAX.as_millis() as f64;
 

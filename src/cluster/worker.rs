@@ -13,9 +13,9 @@ use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::heard::{millis, Heard, Told};
-use super::{bounded, Endpoint, Job, Jobs, Link, State, VERDICT_TTL};
-use crate::service::Service;
+use super::heard::{millis, Told};
+use super::pool::{on, Breakers};
+use super::{bounded, Endpoint, Job, Jobs, Link, Pool, State, VERDICT_TTL};
 use crate::store::Msg;
 
 /// How often a router says it is alive, and checks that Redis is.
@@ -34,7 +34,13 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 type Pending = BTreeMap<Arc<str>, Told>;
 
 /// Runs the link until the service stops (the task is aborted).
-pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Service>) {
+/// `breakers` runs a function on this router's breakers as they are then (see [`Pool`]).
+pub async fn run(
+    link: Arc<Link>,
+    endpoint: Endpoint,
+    jobs: Jobs,
+    breakers: impl Fn(&mut dyn FnMut(&dyn Pool)) + Send + Sync,
+) {
     let Jobs(mut rx) = jobs;
     let mut pending = Pending::new();
     let mut retry = RETRY_FIRST;
@@ -45,7 +51,7 @@ pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Servi
                 set_conn(&link, Some(conn.clone()));
                 let mut w = Worker {
                     link: &link,
-                    svc: &svc,
+                    breakers: &breakers,
                     endpoint: &endpoint,
                     conn,
                     pending: &mut pending,
@@ -58,7 +64,7 @@ pub async fn run(link: Arc<Link>, endpoint: Endpoint, jobs: Jobs, svc: Arc<Servi
             }
         };
         set_conn(&link, None);
-        went(&link, &svc, State::Down, &why);
+        went(&link, &breakers, State::Down, &why);
         // Until the next try, transitions wait in `pending`; nothing else can be done.
         let until = Instant::now() + retry;
         loop {
@@ -113,7 +119,7 @@ async fn connect(
 }
 
 /// The connection's state changed: said once in the log, the ledger, `/metrics`.
-fn went(link: &Link, svc: &Service, to: State, why: &str) {
+fn went(link: &Link, breakers: Breakers<'_>, to: State, why: &str) {
     let from = link.state();
     {
         let mut seen = link.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -138,23 +144,29 @@ fn went(link: &Link, svc: &Service, to: State, why: &str) {
         }
         _ => tracing::info!(node = %link.node, "cluster: Redis is up; verdicts re-synced"),
     }
-    svc.bus().ledger(Msg::Cluster {
+    let row = Msg::Cluster {
         at: SystemTime::now(),
         from: from.as_str().into(),
         to: to.as_str().into(),
         reason: why.to_string(),
-    });
+    };
+    on(breakers, |pool| pool.ledger(row));
 }
 
-struct Worker<'a> {
-    link: &'a Arc<Link>,
-    svc: &'a Arc<Service>,
+pub(super) struct Worker<'a> {
+    pub link: &'a Arc<Link>,
+    breakers: Breakers<'a>,
     endpoint: &'a Endpoint,
-    conn: MultiplexedConnection,
+    pub conn: MultiplexedConnection,
     pending: &'a mut Pending,
 }
 
 impl Worker<'_> {
+    /// Runs `f` on this router's breakers as they are now.
+    pub fn pool<R: Default>(&self, f: impl FnOnce(&dyn Pool) -> R) -> R {
+        on(self.breakers, f)
+    }
+
     /// One connected session: sync, then serve until something fails; returns why.
     async fn session(
         &mut self,
@@ -164,7 +176,12 @@ impl Worker<'_> {
         if let Err(why) = self.sync().await {
             return why;
         }
-        went(self.link, self.svc, State::Up, "connected and re-synced");
+        went(
+            self.link,
+            self.breakers,
+            State::Up,
+            "connected and re-synced",
+        );
         let mut beat = tokio::time::interval(BEAT);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut resync = tokio::time::interval_at(Instant::now() + RESYNC, RESYNC);
@@ -172,7 +189,7 @@ impl Worker<'_> {
         loop {
             let done = tokio::select! {
                 msg = stream.next() => match msg {
-                    Some(m) => { self.heard(m.get_payload_bytes()); Ok(()) }
+                    Some(m) => self.heard(m.get_payload_bytes()).await,
                     None => {
                         metrics::counter!("labrouter_cluster_redis_errors_total").increment(1);
                         Err("the subscription closed".to_string())
@@ -211,31 +228,37 @@ impl Worker<'_> {
 
     /// Every breaker that is open, forced open or closed, told again (after a dropped job).
     fn tell_all(&mut self) {
-        let fleet = self.svc.fleet();
-        for i in fleet.registry.machines.ids() {
-            let (Some(share), Some(told)) = (
-                fleet.machines.share(i),
-                Told::of_breaker(&fleet.machines.breaker(i)),
-            ) else {
-                continue;
-            };
-            self.pending.insert(share, told);
+        for (share, breaker) in self.pool(|p| p.breakers()) {
+            if let Some(told) = Told::of_breaker(&breaker) {
+                self.pending.insert(share, told);
+            }
         }
     }
 
-    /// Publishes every pending verdict, oldest share key first; stops at the first failure
-    /// (the rest stay pending).
+    /// Publishes every pending verdict, oldest share key first. A share whose keys cannot
+    /// be used is skipped (its verdict dropped, the share named) and the others go on;
+    /// Redis failing stops at once, and the rest stay pending.
     async fn flush(&mut self) -> Result<(), String> {
         while let Some((share, told)) = self.pending.pop_first() {
-            if let Err(why) = self.publish(&share, &told).await {
-                self.pending.insert(share, told);
-                return Err(why);
+            match self.publish(&share, &told).await {
+                Ok(Ok(())) => self.link.usable(&share),
+                Ok(Err(why)) => self.link.spoiled(&share, &why),
+                Err(why) => {
+                    self.pending.insert(share, told);
+                    return Err(why);
+                }
             }
         }
         Ok(())
     }
 
-    async fn publish(&mut self, share: &Arc<str>, told: &Told) -> Result<(), String> {
+    /// One verdict out: `Err` when Redis failed, `Ok(Err(why))` when this share's keys in
+    /// Redis cannot be used (nothing was written).
+    async fn publish(
+        &mut self,
+        share: &Arc<str>,
+        told: &Told,
+    ) -> Result<Result<(), String>, String> {
         let link = self.link;
         // Our lease on this machine goes with the verdict it produced.
         let token = link.lock_held().remove(share).unwrap_or_default();
@@ -256,12 +279,16 @@ impl Worker<'_> {
             .arg(&token)
             .arg(share.as_ref())
             .arg(millis(VERDICT_TTL));
-        let generation = bounded(link, call.invoke_async::<u64>(&mut self.conn)).await?;
+        let call = call.invoke_async::<(u64, String)>(&mut self.conn);
+        let (generation, why) = bounded(link, call).await?;
+        if generation == 0 {
+            return Ok(Err(why));
+        }
         let mut known = link.known.lock().unwrap_or_else(|e| e.into_inner());
         let k = known.entry(Arc::clone(share)).or_insert(0);
         *k = (*k).max(generation);
         tracing::debug!(share = %share, generation, state = %told.state, "cluster: verdict published");
-        Ok(())
+        Ok(Ok(()))
     }
 
     async fn release(&mut self, share: &str, token: &str) -> Result<(), String> {
@@ -272,7 +299,7 @@ impl Worker<'_> {
         link.released(share, token);
         released?;
         // A request of ours may have found this lease on its way out: it may probe now.
-        self.svc.bus().wake();
+        self.pool(|p| p.wake());
         Ok(())
     }
 
@@ -289,89 +316,5 @@ impl Worker<'_> {
         let mut seen = link.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.peers = peers;
         Ok(())
-    }
-
-    /// Reads every shared machine's verdict and adopts what is newer than what we know.
-    async fn read_all(&mut self) -> Result<(), String> {
-        let link = self.link;
-        let shares = self.svc.fleet().machines.shares();
-        if !shares.is_empty() {
-            let mut call = link.scripts.read.prepare_invoke();
-            for share in &shares {
-                call.key(link.key("verdict", share))
-                    .key(link.key("cooldown", share))
-                    .arg(share.as_ref());
-            }
-            let texts = bounded(link, call.invoke_async::<Vec<String>>(&mut self.conn)).await?;
-            for (share, text) in shares.iter().zip(texts) {
-                if text.is_empty() {
-                    // Redis has nothing (it restarted empty): its generations start over.
-                    link.known
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(Arc::clone(share), 0);
-                    continue;
-                }
-                match Heard::parse(text.as_bytes()) {
-                    Ok(h) if h.share == **share => self.adopt(h, true),
-                    Ok(_) => {}
-                    Err(why) => {
-                        tracing::warn!(share = %share, error = %why, "cluster: a verdict in Redis is unreadable; ignored")
-                    }
-                }
-            }
-        }
-        link.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .last_sync = Some(SystemTime::now());
-        Ok(())
-    }
-
-    /// A message on the verdicts channel.
-    fn heard(&self, bytes: &[u8]) {
-        match Heard::parse(bytes) {
-            Ok(h) if h.instance == self.link.instance => {}
-            Ok(h) => self.adopt(h, false),
-            Err(why) => {
-                tracing::warn!(error = %why, "cluster: an unreadable message on the verdicts channel; ignored");
-            }
-        }
-    }
-
-    /// Adopts `h` if it is newer than anything known for its machine. A sync read also
-    /// lowers what we know to what Redis holds (it may have restarted empty).
-    fn adopt(&self, h: Heard, synced: bool) {
-        let link = self.link;
-        let fleet = self.svc.fleet();
-        // Only machines of ours: a message about any other URL is not remembered at all.
-        let Some(share) = fleet
-            .machines
-            .shares()
-            .into_iter()
-            .find(|s| **s == *h.share)
-        else {
-            return;
-        };
-        {
-            let mut known = link.known.lock().unwrap_or_else(|e| e.into_inner());
-            let k = known.entry(Arc::clone(&share)).or_insert(0);
-            // Older than what we know: a late message is ignored; a sync read that went back
-            // means Redis restarted and counts again from there, and its verdict stands.
-            if h.generation == *k || (h.generation < *k && !synced) {
-                tracing::debug!(share = %share, generation = h.generation, known = *k, "cluster: an older verdict; ignored");
-                return;
-            }
-            *k = h.generation;
-        }
-        // Our own verdict, read back on a sync: nothing to adopt.
-        if synced && *h.adopted.node == *link.node {
-            return;
-        }
-        for machine in fleet.machines.adopt(&share, &h.adopted) {
-            metrics::counter!("labrouter_cluster_adoptions_total", "machine" => machine.clone())
-                .increment(1);
-            tracing::info!(machine = %machine, state = %h.adopted.state, by = %h.adopted.node, left_ms = millis(h.adopted.left), "cluster: adopted a peer's verdict");
-        }
     }
 }

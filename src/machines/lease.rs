@@ -26,19 +26,19 @@ pub struct Lease {
 }
 
 /// Whether a probe is still undecided: its breaker is in the cycle it was admitted in.
+/// The pool's lease renews itself while it is, knowing no more of the breaker than this.
 #[derive(Clone, Debug)]
-pub struct ProbeWatch {
+pub(super) struct ProbeWatch {
     tracker: Arc<Tracker>,
     generation: u64,
 }
 
-impl ProbeWatch {
-    /// The machine's name (metrics).
-    pub fn machine(&self) -> &str {
+impl crate::cluster::Probe for ProbeWatch {
+    fn machine(&self) -> &str {
         &self.tracker.name
     }
 
-    pub fn undecided(&self) -> bool {
+    fn undecided(&self) -> bool {
         lock(&self.tracker.state).breaker.generation == self.generation
     }
 }

@@ -54,6 +54,11 @@ fn sample() -> View {
     };
     View {
         cluster: Some(ClusterView {
+            bad_share_errors: BTreeMap::from([(
+                "http://gpu-box.local:11434/v1".into(),
+                "its gen key holds no whole number below 9e15".into(),
+            )]),
+            bad_shares: 1,
             last_error: Some("Connection refused (os error 111)".into()),
             last_sync: Some("2026-11-30T14:02:09Z".into()),
             node: "mini".into(),
@@ -133,6 +138,35 @@ fn the_wire_shape_is_the_sorted_maps_it_always_was() {
         served["host"],
         serde_json::json!({"hostname": null, "uptime_s": null})
     );
+}
+
+/// The link hands over plain data; the view counts every bad share and names a few.
+#[test]
+fn the_cluster_block_counts_every_bad_share_and_names_at_most_sixteen() {
+    let at = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_511_331);
+    let shown = crate::cluster::Shown {
+        node: "mini".into(),
+        prefix: "homelab".into(),
+        state: crate::cluster::State::Up,
+        since: Some(at),
+        last_sync: Some(at),
+        last_error: None,
+        peers_seen: vec!["studio".into()],
+        bad_shares: (0..100)
+            .map(|i| (format!("http://box-{i:03}.lan:11434/v1"), "why".to_string()))
+            .collect(),
+    };
+    let v = ClusterView::of(shown);
+    assert_eq!(v.bad_shares, 100);
+    assert_eq!(v.bad_share_errors.len(), BAD_SHARES_SHOWN);
+    assert!(v
+        .bad_share_errors
+        .contains_key("http://box-000.lan:11434/v1"));
+    assert_eq!(
+        (v.state.as_str(), v.since.as_deref(), v.node.as_str()),
+        ("up", Some("2025-11-30T14:02:11Z"), "mini")
+    );
+    assert_eq!(v.peers_seen, ["studio"]);
 }
 
 #[test]

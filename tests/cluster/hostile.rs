@@ -12,7 +12,7 @@ use labrouter::sim::Sim;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::lab::{verdict_is, Lab, A, ADOPT_WITHIN, B, C, POLL, RECONNECT_WITHIN, SHORT};
+use super::lab::{verdict_is, Lab, A, ADOPT_WITHIN, B, C, LONG, POLL, RECONNECT_WITHIN, SHORT};
 use super::redis::Resp;
 use super::router::sample;
 
@@ -274,4 +274,58 @@ async fn garbage_in_redis_is_rejected_or_clamped_and_never_panics_a_router() {
             router.logs()
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_generation_far_ahead_of_redis_does_not_silence_the_real_verdicts() {
+    let lab = Lab::start("forged", 1, LONG).await;
+    lab.until_cluster(&["r1"], "up", RECONNECT_WITHIN).await;
+    let mut redis = lab.redis.client().await;
+    let gen_a = lab.key("gen", &lab.a);
+
+    // A real verdict: r1 knows a-box's generation.
+    let g1 = redis.incr(&gen_a).await;
+    publish_as_peer(&mut redis, &lab, &lab.a, g1, "open", (5000, 5000), "honest").await;
+    lab.until_machine(&["r1"], "a-box", "open by honest", ADOPT_WITHIN, |m| {
+        verdict_is(m, "open", "honest")
+    })
+    .await;
+
+    // Only PUBLISH, a trillion generations on, with no INCR behind it: what a client that
+    // can publish but is no router sends. Then the next real verdict, one generation on.
+    let forged = g1 + 1_000_000_000_000;
+    publish_message(
+        &mut redis,
+        &lab,
+        &lab.a,
+        forged,
+        "forced_open",
+        (0, 0),
+        "mallory",
+    )
+    .await;
+    let g2 = redis.incr(&gen_a).await;
+    publish_as_peer(&mut redis, &lab, &lab.a, g2, "closed", (5000, 0), "honest").await;
+    lab.until_machine(&["r1"], "a-box", "closed by honest", ADOPT_WITHIN, |m| {
+        verdict_is(m, "closed", "honest")
+    })
+    .await;
+    let a0 = lab.a.work_hits();
+    assert!(lab.ask("r1", "shared").await.served_by(A));
+    assert_eq!(lab.a.work_hits() - a0, 1, "a-box is closed for real");
+
+    // A jump Redis confirms is believed: the counter really went that far (its verdict
+    // hash expired meanwhile, say).
+    let g3: i64 = redis.ok(&["INCRBY", &gen_a, "1000000000000"]).await.int();
+    publish_message(&mut redis, &lab, &lab.a, g3, "open", (5000, 5000), "far").await;
+    lab.until_machine(&["r1"], "a-box", "open by far", ADOPT_WITHIN, |m| {
+        verdict_is(m, "open", "far")
+    })
+    .await;
+    let adopted = sample(
+        &lab.metrics("r1").await,
+        "labrouter_cluster_adoptions_total",
+        &[("machine", "a-box")],
+    );
+    assert_eq!(adopted, 3.0, "honest twice and far once; never mallory");
 }

@@ -73,6 +73,27 @@ impl Router {
         assert!(!status.success(), "killed, not exited: {status}");
     }
 
+    /// The most memory the process has held at once (`VmHWM`, bytes): a bound on what any
+    /// read ever cost it, whatever it freed since.
+    pub fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("/proc/PID/status of a running router");
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no VmHWM in /proc/{}/status", self.child.id()));
+        kib * 1024
+    }
+
+    /// How many lines of its log contain every one of `parts`.
+    pub fn count_lines(&self, parts: &[&str]) -> usize {
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .filter(|l| parts.iter().all(|p| l.contains(p)))
+            .count()
+    }
+
     /// Still running (it did not panic its way out)?
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
