@@ -43,29 +43,28 @@ fn owner(req: &axum::http::request::Parts) -> String {
         .unwrap_or_default()
 }
 
-fn store_error(e: SubmitError) -> AppError {
-    match e {
-        SubmitError::UnknownAfter { index, id } => AppError::new(
-            Code::InvalidTask,
-            format!("after[{index}]: no task {id} (of yours)"),
-        ),
-        SubmitError::QueueFull { max } => AppError::new(
-            Code::QueueFull,
-            format!("the queue holds tasks.max_queued ({max}) unfinished tasks; try again later"),
-        ),
-        SubmitError::KeyFull { max } => AppError::new(
-            Code::QueueFull,
-            format!(
-                "your key has tasks.max_queued_per_key ({max}) unfinished tasks; try again later"
-            ),
-        ),
-        SubmitError::KeyReused => AppError::new(
-            Code::IdempotencyKeyReused,
-            "this Idempotency-Key was already used with a different body",
-        ),
-        SubmitError::Store(e) => {
-            tracing::error!(error = %e, "task store failed");
-            AppError::new(Code::TaskStoreFailed, "the task store failed; see the log")
+/// The queue's refusals in its own words; a store that failed is the router's, logged.
+impl From<SubmitError> for AppError {
+    fn from(e: SubmitError) -> AppError {
+        let code = match &e {
+            SubmitError::UnknownAfter { .. } => Code::InvalidTask,
+            SubmitError::QueueFull { .. } | SubmitError::KeyFull { .. } => Code::QueueFull,
+            SubmitError::KeyReused => Code::IdempotencyKeyReused,
+            SubmitError::Store(why) => {
+                tracing::error!(error = %why, "task store failed");
+                return AppError::new(Code::TaskStoreFailed, "the task store failed; see the log");
+            }
+        };
+        AppError::new(code, e.to_string())
+    }
+}
+
+/// A submit body that is not a task: 400, or 413 over `tasks.max_request_body`.
+impl From<Invalid> for AppError {
+    fn from(e: Invalid) -> AppError {
+        match e {
+            Invalid::Bad(m) => AppError::new(Code::InvalidTask, m),
+            Invalid::TooLarge(m) => AppError::new(Code::RequestTooLarge, m),
         }
     }
 }
@@ -78,7 +77,7 @@ async fn shown(s: &Scheduler, task: &Task, whole: bool) -> Result<Response, AppE
     // A finished task's request was dropped when it ended: `null`.
     let request = match task.status.is_finished() {
         true => None,
-        false => s.request(&task.id).await.map_err(store_error)?,
+        false => s.request(&task.id).await?,
     };
     let request = request.and_then(|b| {
         serde_json::from_slice::<&RawValue>(&b)
@@ -95,10 +94,7 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
     let (parts, body) = req.into_parts();
     let fleet = svc.fleet();
     let bytes = super::inference::read_body(&fleet.registry.server, &parts.headers, body).await?;
-    let new = submit::read(&bytes, &fleet.registry, crate::clock::wall()).map_err(|e| match e {
-        Invalid::Bad(m) => AppError::new(Code::InvalidTask, m),
-        Invalid::TooLarge(m) => AppError::new(Code::RequestTooLarge, m),
-    })?;
+    let new = submit::read(&bytes, &fleet.registry, crate::clock::wall())?;
     let owner = owner(&parts);
     // The same key rules as on completions; stored as hashes, never the key or the body.
     let idem = super::idempotency::key_of(&parts.headers)?.map(|key| {
@@ -110,7 +106,7 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
         }
     });
     let request = new.request.clone();
-    let submitted = s.submit(&owner, new, idem).await.map_err(store_error)?;
+    let submitted = s.submit(&owner, new, idem).await?;
     let mut resp = match submitted {
         // A new task is shown with the request just read: no need to read it back.
         Submitted::New(task) => {
@@ -173,8 +169,7 @@ pub async fn show(
     let task = match wait {
         Some(w) => s.wait(&id, Some(&owner), w).await,
         None => s.get(&id, Some(&owner)).await,
-    }
-    .map_err(store_error)?
+    }?
     .ok_or_else(|| not_found(&id))?;
     shown(s, &task, true).await
 }
@@ -218,10 +213,7 @@ pub async fn list(
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let (parts, _) = req.into_parts();
     let owner = owner(&parts);
-    let tasks = s
-        .list(Some(&owner), status, q.before, limit)
-        .await
-        .map_err(store_error)?;
+    let tasks = s.list(Some(&owner), status, q.before, limit).await?;
     let next_before = (tasks.len() == limit as usize)
         .then(|| tasks.last().map(|t| t.seq))
         .flatten();
@@ -245,8 +237,7 @@ pub async fn cancel(
     let owner = owner(&parts);
     let before = s
         .get(&id, Some(&owner))
-        .await
-        .map_err(store_error)?
+        .await?
         .ok_or_else(|| not_found(&id))?;
     if before.status.is_finished() {
         return Err(AppError::new(
@@ -259,8 +250,7 @@ pub async fn cancel(
     }
     let task = s
         .cancel(&id, Some(&owner))
-        .await
-        .map_err(store_error)?
+        .await?
         .ok_or_else(|| not_found(&id))?;
     shown(s, &task, true).await
 }

@@ -66,13 +66,13 @@ pub enum Effect {
 /// Why a submit was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
-    #[error("after[{index}]: no task {id}")]
+    #[error("after[{index}]: no task {id} (of yours)")]
     UnknownAfter { index: usize, id: TaskId },
     #[error("the queue holds tasks.max_queued ({max}) unfinished tasks; try again later")]
     QueueFull { max: u32 },
-    #[error("this key has tasks.max_queued_per_key ({max}) unfinished tasks; try again later")]
+    #[error("your key has tasks.max_queued_per_key ({max}) unfinished tasks; try again later")]
     KeyFull { max: u32 },
-    #[error("this Idempotency-Key was used with a different body")]
+    #[error("this Idempotency-Key was already used with a different body")]
     KeyReused,
     #[error("the task store failed: {0}")]
     Store(String),
