@@ -144,7 +144,16 @@ impl IntoResponse for AppError {
                 param: None,
             },
         };
-        (self.code.status(), axum::Json(body)).into_response()
+        let mut resp = (self.code.status(), axum::Json(body)).into_response();
+        if self.code == Code::RequestTimeout {
+            // The rest of a late body may still be on its way: the connection is not
+            // reused, so it cannot be read as the next request.
+            resp.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        resp
     }
 }
 
