@@ -32,6 +32,8 @@ use crate::service::Service;
 /// labrouter carries what Ollama of this version offers (`think`, schemas in `format`).
 pub const OLLAMA_VERSION: &str = "0.12.0";
 
+mod load;
+
 /// The largest error body [`errors`] rewrites; larger ones pass unchanged.
 const ERROR_BODY_MAX: usize = 64 * 1024;
 
@@ -80,6 +82,9 @@ async fn work(svc: &Service, call: Call, req: Request) -> Result<Response, AppEr
     )
     .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
     let asked = asked.unwrap_or_else(|| "auto".to_string());
+    if let Some(load) = request.load() {
+        return Ok(load::answer(&fleet, &decision, &request, &asked, load).await);
+    }
     let limit = fleet.registry.server.max_upstream_body;
     let front = Ollama::new(request, asked, limit);
     Ok(crate::proxy::forward(fleet, front, decision, wait).await)
