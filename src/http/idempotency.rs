@@ -17,13 +17,12 @@
 //!   bytes) as its fingerprint: the same key with another request is 422.
 //!
 //! This file holds the flights; `key` the header, slot and fingerprint; `done` a finished
-//! answer; `recent` the answers kept in memory.
+//! answer; `recent` the answers kept in memory; `kept` the store's side.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use axum::http::HeaderName;
 use axum::response::Response;
@@ -31,19 +30,21 @@ use tokio::sync::watch;
 
 use super::error::{AppError, Code};
 use crate::clock::Instant;
-use crate::store::{KeptAnswer, Msg, Store, ANSWERS_KEEP};
+use crate::store::Store;
 
 mod done;
+mod kept;
 mod key;
 mod recent;
 
 use done::Done;
+use kept::{Kept, Wall};
 pub use key::{key_of, streamed, Keyed, HEADER, KEY_MAX};
 use key::{reused, Slot};
 use recent::Recent;
 
 #[cfg(doc)]
-use {super::Owner, crate::proxy::MachineAnswer};
+use {super::Owner, crate::proxy::MachineAnswer, crate::store::ANSWERS_KEEP};
 
 /// On every answer that was not generated for the request it answers.
 pub static REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
@@ -53,8 +54,6 @@ pub const ANSWER_MAX: usize = 1 << 20;
 pub const MEMORY_ENTRIES: usize = 10_000;
 /// ... and at most this many bytes of their bodies.
 pub const MEMORY_BYTES: usize = 64 << 20;
-/// How long a flight waits for the store to confirm its answer is on disk.
-const WRITE_LIMIT: Duration = Duration::from_secs(5);
 
 /// One key's request in flight.
 #[derive(Debug)]
@@ -73,34 +72,6 @@ struct State {
     flights: HashMap<Slot, Flight>,
     recent: Recent,
     next_id: u64,
-}
-
-/// Wall-clock milliseconds read off tokio's clock from the moment the service started, so
-/// the 24 h of a paused-clock test pass as they would in a day.
-#[derive(Clone, Copy, Debug)]
-struct Wall {
-    at_ms: i64,
-    since: Instant,
-}
-
-impl Wall {
-    fn now_ms(&self) -> i64 {
-        let elapsed = i64::try_from(self.since.elapsed().as_millis()).unwrap_or(i64::MAX);
-        self.at_ms.saturating_add(elapsed)
-    }
-
-    /// The oldest `created_ms` still replayed.
-    fn since_ms(&self) -> i64 {
-        let keep = i64::try_from(ANSWERS_KEEP.as_millis()).unwrap_or(i64::MAX);
-        self.now_ms().saturating_sub(keep)
-    }
-}
-
-/// The store's side: its file, for reads, and its writer.
-#[derive(Clone, Debug)]
-struct Kept {
-    path: PathBuf,
-    writer: mpsc::Sender<Msg>,
 }
 
 /// The service's idempotency: flights, and where answers are kept.
@@ -235,7 +206,7 @@ async fn fly<W>(
     W: Future<Output = Response> + Send + 'static,
 {
     if let Some(store) = &store {
-        if let Some(kept) = read(store, &landing.slot, wall.since_ms()).await {
+        if let Some(kept) = kept::read(store, &landing.slot, wall.since_ms()).await {
             tx.send_replace(Some(Arc::new(Done::from_kept(kept))));
             return;
         }
@@ -253,7 +224,7 @@ async fn fly<W>(
     }
     let kept = done.to_kept(&landing.slot, wall.now_ms());
     match &store {
-        Some(store) => write(store, kept).await,
+        Some(store) => kept::write(store, kept).await,
         None => {
             // Kept and landed in one step: no request sees neither.
             let mut st = lock(&landing.state);
@@ -261,43 +232,5 @@ async fn fly<W>(
                 .insert(landing.slot.clone(), kept, wall.since_ms());
             st.flights.remove(&landing.slot);
         }
-    }
-}
-
-/// The answer kept in the store for `slot`, if any (an unreadable store is logged and
-/// treated as empty: the request is served rather than refused).
-async fn read(store: &Kept, slot: &Slot, since_ms: i64) -> Option<KeptAnswer> {
-    let (path, slot) = (store.path.clone(), slot.clone());
-    let read = tokio::task::spawn_blocking(move || {
-        crate::store::answer(&path, &slot.owner, &slot.key, since_ms)
-    })
-    .await;
-    match read {
-        Ok(Ok(found)) => found,
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "idempotent answers unreadable: serving the request again");
-            None
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "idempotent answer lookup failed: serving the request again");
-            None
-        }
-    }
-}
-
-/// Hands `kept` to the writer and waits until it is on disk (at most [`WRITE_LIMIT`]).
-async fn write(store: &Kept, kept: KeptAnswer) {
-    let (ack, written) = mpsc::channel();
-    let sent = store.writer.send(Msg::Answer(Box::new(kept))).is_ok()
-        && store.writer.send(Msg::Flush(ack)).is_ok();
-    if !sent {
-        return;
-    }
-    let waited = tokio::task::spawn_blocking(move || written.recv_timeout(WRITE_LIMIT)).await;
-    if !matches!(waited, Ok(Ok(()))) {
-        tracing::warn!(
-            limit_s = WRITE_LIMIT.as_secs(),
-            "an idempotent answer was not confirmed on disk in time"
-        );
     }
 }
