@@ -96,6 +96,7 @@ async fn status(State(svc): State<Arc<Service>>) -> Json<crate::status::View> {
     Json(
         crate::status::View::of(&svc.fleet())
             .with_host(crate::host::stats())
+            .with_detached(idempotency::of(&svc).detached())
             .with_tasks(tasks),
     )
 }
@@ -112,7 +113,8 @@ async fn dashboard() -> Response {
         .into_response()
 }
 
-/// `GET /metrics`: Prometheus text; the task gauges are set from the queue as it renders.
+/// `GET /metrics`: Prometheus text; the task and detached-flight gauges are set as it
+/// renders.
 async fn prometheus(State(svc): State<Arc<Service>>) -> Response {
     let tasks: Vec<(crate::outcome::TaskStatus, u64)> = svc
         .tasks()
@@ -120,7 +122,7 @@ async fn prometheus(State(svc): State<Arc<Service>>) -> Response {
         .unwrap_or_default();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::telemetry::render_with(&tasks),
+        crate::telemetry::render_with(&tasks, idempotency::of(&svc).detached()),
     )
         .into_response()
 }

@@ -12,12 +12,17 @@
 //! - **Where.** In the store when the service has one; otherwise in memory, bounded
 //!   ([`MEMORY_ENTRIES`], [`MEMORY_BYTES`], oldest out first). A flight ends only once its
 //!   answer can be read where it is kept, so no request falls between the two.
+//! - **Detached, within bounds.** A flight whose requests all went away runs on only within
+//!   `server.max_detached` and `server.max_detached_bytes`, and only if its walk would do
+//!   more than wait for a breaker (`detach`); otherwise it is cut, as an unkeyed request
+//!   is when its client leaves.
 //! - **Scoped and hashed.** A key belongs to the [`Owner`] that sent it; only
 //!   SHA-256(owner, NUL, key) is kept, and the request's SHA-256 (its path, NUL, its body
 //!   bytes) as its fingerprint: the same key with another request is 422.
 //!
 //! This file holds the flights; `key` the header, slot and fingerprint; `done` a finished
-//! answer; `recent` the answers kept in memory; `kept` the store's side.
+//! answer; `recent` the answers kept in memory; `kept` the store's side; `detach` the
+//! bounds on flights without clients.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -27,16 +32,21 @@ use std::time::SystemTime;
 use axum::http::HeaderName;
 use axum::response::Response;
 use tokio::sync::watch;
+use tokio::task::AbortHandle;
 
 use super::error::{AppError, Code};
 use crate::clock::Instant;
+use crate::service::Service;
 use crate::store::Store;
 
+mod detach;
 mod done;
 mod kept;
 mod key;
 mod recent;
 
+use detach::{Budget, Permit};
+pub use detach::{Detach, Noted};
 use done::Done;
 use kept::{Kept, Wall};
 pub use key::{key_of, streamed, Keyed, HEADER, KEY_MAX};
@@ -63,6 +73,14 @@ struct Flight {
     /// The request it generates for; `None` while it is still looking for a kept answer.
     fingerprint: Option<String>,
     done: watch::Receiver<Option<Arc<Done>>>,
+    /// Requests waiting on it now.
+    waiters: usize,
+    /// The terms on which it may run on once they are gone.
+    detach: Detach,
+    /// Its room among the detached flights, from when it first ran on without a client.
+    permit: Option<Permit>,
+    /// Cuts its task: a flight nobody waits for and that may not run on detached.
+    abort: AbortHandle,
 }
 
 /// Flights and, without a store, the answers kept in memory. Behind a std mutex: it is held
@@ -80,10 +98,17 @@ pub struct Idempotency {
     state: Arc<Mutex<State>>,
     store: Option<Kept>,
     wall: Wall,
+    /// What the detached flights hold.
+    budget: Arc<Budget>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The service's one [`Idempotency`], made on first use.
+pub fn of(svc: &Service) -> Arc<Idempotency> {
+    svc.shared(|| Idempotency::new(svc.store()))
 }
 
 impl Idempotency {
@@ -99,26 +124,35 @@ impl Idempotency {
                 at_ms: crate::store::ms(SystemTime::now()),
                 since: Instant::now(),
             },
+            budget: Arc::default(),
         }
     }
 
     /// Answers a keyed request: with the answer kept for its key, with the answer of the
-    /// same request in flight, or with `work`'s, which runs to its end whatever becomes of
-    /// this request. `limit` bounds the answer read whole (`server.max_upstream_body`).
-    pub async fn answer<W>(&self, keyed: Keyed, limit: usize, work: W) -> Result<Response, AppError>
+    /// same request in flight, or with `work`'s, which runs to its end if this request goes
+    /// away, as `detach` allows. `limit` bounds the answer read whole
+    /// (`server.max_upstream_body`).
+    pub async fn answer<W>(
+        &self,
+        keyed: Keyed,
+        limit: usize,
+        detach: Detach,
+        work: W,
+    ) -> Result<Response, AppError>
     where
         W: Future<Output = Response> + Send + 'static,
     {
-        let (mut done, leads) = {
+        let (mut done, leads, _waiting) = {
             let mut st = lock(&self.state);
-            if let Some(f) = st.flights.get(&keyed.slot) {
+            if let Some(f) = st.flights.get_mut(&keyed.slot) {
                 if f.fingerprint
                     .as_ref()
                     .is_some_and(|fp| *fp != keyed.fingerprint)
                 {
                     return Err(reused());
                 }
-                (f.done.clone(), false)
+                f.waiters += 1;
+                (f.done.clone(), false, self.waiter(&keyed.slot, f.id))
             } else if let Some(a) = self
                 .store
                 .is_none()
@@ -130,23 +164,22 @@ impl Idempotency {
                 let (tx, rx) = watch::channel(None);
                 let id = st.next_id;
                 st.next_id += 1;
-                // In memory, the kept answers were just looked at: this flight generates.
-                let fingerprint = self.store.is_none().then(|| keyed.fingerprint.clone());
-                let flight = Flight {
-                    id,
-                    fingerprint,
-                    done: rx.clone(),
-                };
-                st.flights.insert(keyed.slot.clone(), flight);
-                let landing = Landing {
-                    state: Arc::clone(&self.state),
-                    slot: keyed.slot.clone(),
-                    id,
-                };
+                let landing = Landing::new(self, &keyed.slot, id);
                 let (store, wall) = (self.store.clone(), self.wall);
                 let fingerprint = keyed.fingerprint.clone();
-                tokio::spawn(fly(landing, store, wall, fingerprint, limit, work, tx));
-                (rx, true)
+                let task = tokio::spawn(fly(landing, store, wall, fingerprint, limit, work, tx));
+                let flight = Flight {
+                    id,
+                    // In memory, the kept answers were just looked at: this flight generates.
+                    fingerprint: self.store.is_none().then(|| keyed.fingerprint.clone()),
+                    done: rx.clone(),
+                    waiters: 1,
+                    detach,
+                    permit: None,
+                    abort: task.abort_handle(),
+                };
+                st.flights.insert(keyed.slot.clone(), flight);
+                (rx, true, self.waiter(&keyed.slot, id))
             }
         };
         // A value once sent is returned even after the sender is gone.
@@ -167,6 +200,20 @@ impl Idempotency {
             replay(&finished, &keyed)
         }
     }
+
+    /// (flights, request bytes) running on now without their clients.
+    pub fn detached(&self) -> (usize, usize) {
+        self.budget.now()
+    }
+
+    fn waiter(&self, slot: &Slot, id: u64) -> Waiter {
+        Waiter {
+            state: Arc::clone(&self.state),
+            budget: Arc::clone(&self.budget),
+            slot: slot.clone(),
+            id,
+        }
+    }
 }
 
 /// A finished answer to a request that did not generate it.
@@ -177,19 +224,71 @@ fn replay(done: &Done, keyed: &Keyed) -> Result<Response, AppError> {
     Ok(done.response(true))
 }
 
-/// Ends a flight when its task ends, however it ends (a panic included).
+/// One request waiting on a flight. When the last one goes away before the answer, the
+/// flight runs on detached if the budget has room for it, and is cut otherwise.
+struct Waiter {
+    state: Arc<Mutex<State>>,
+    budget: Arc<Budget>,
+    slot: Slot,
+    id: u64,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let cut = {
+            let mut st = lock(&self.state);
+            let Some(f) = st.flights.get_mut(&self.slot).filter(|f| f.id == self.id) else {
+                return;
+            };
+            f.waiters = f.waiters.saturating_sub(1);
+            if f.waiters > 0 || f.permit.is_some() || f.done.borrow().is_some() {
+                return;
+            }
+            match self.budget.take(&f.detach) {
+                Some(permit) => {
+                    f.permit = Some(permit);
+                    return;
+                }
+                // Out of the map at once: a retry starts a flight of its own.
+                None => st.flights.remove(&self.slot),
+            }
+        };
+        if let Some(f) = cut {
+            f.abort.abort();
+            tracing::debug!(
+                "a keyed request's client left: cut (server.max_detached, or waiting for a breaker)"
+            );
+        }
+    }
+}
+
+/// Ends a flight when its task ends, however it ends (a panic or a cut included).
 struct Landing {
     state: Arc<Mutex<State>>,
     slot: Slot,
     id: u64,
 }
 
+impl Landing {
+    fn new(idem: &Idempotency, slot: &Slot, id: u64) -> Landing {
+        Landing {
+            state: Arc::clone(&idem.state),
+            slot: slot.clone(),
+            id,
+        }
+    }
+}
+
 impl Drop for Landing {
     fn drop(&mut self) {
-        let mut st = lock(&self.state);
-        if st.flights.get(&self.slot).is_some_and(|f| f.id == self.id) {
-            st.flights.remove(&self.slot);
-        }
+        let gone = {
+            let mut st = lock(&self.state);
+            match st.flights.get(&self.slot) {
+                Some(f) if f.id == self.id => st.flights.remove(&self.slot),
+                _ => None,
+            }
+        };
+        drop(gone);
     }
 }
 
@@ -230,7 +329,13 @@ async fn fly<W>(
             let mut st = lock(&landing.state);
             st.recent
                 .insert(landing.slot.clone(), kept, wall.since_ms());
-            st.flights.remove(&landing.slot);
+            if st
+                .flights
+                .get(&landing.slot)
+                .is_some_and(|f| f.id == landing.id)
+            {
+                st.flights.remove(&landing.slot);
+            }
         }
     }
 }

@@ -147,21 +147,18 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
         let owner = parts.extensions.get::<Owner>().cloned().unwrap_or_default();
         Keyed::new(&owner, &key, endpoint.path(), &parsed.body)
     });
-    let limit = fleet.registry.server.max_upstream_body;
-    let work = crate::proxy::forward(
-        fleet,
-        crate::proxy::OpenAi { endpoint, parsed },
-        decision,
-        wait,
-    );
-    match keyed {
-        None => Ok(work.await),
-        Some(keyed) => {
-            svc.shared(|| super::idempotency::Idempotency::new(svc.store()))
-                .answer(keyed, limit, work)
-                .await
-        }
-    }
+    let server = &fleet.registry.server;
+    let limit = server.max_upstream_body;
+    let Some(keyed) = keyed else {
+        let front = crate::proxy::OpenAi { endpoint, parsed };
+        return Ok(crate::proxy::forward(fleet, front, decision, wait).await);
+    };
+    let detach = idempotency::Detach::new(server, parsed.body.len(), wait.is_some());
+    let front = detach.noting(crate::proxy::OpenAi { endpoint, parsed });
+    let work = crate::proxy::forward(Arc::clone(&fleet), front, decision, wait);
+    idempotency::of(svc)
+        .answer(keyed, limit, detach, work)
+        .await
 }
 
 /// `GET /v1/models`: logical models and routes, in OpenAI's list shape.
