@@ -16,6 +16,8 @@
 //!   `server.max_detached` and `server.max_detached_bytes`, and only if its walk would do
 //!   more than wait for a breaker (`detach`); otherwise it is cut, as an unkeyed request
 //!   is when its client leaves.
+//! - **Landed on shutdown.** [`Idempotency::land`] waits for the flights still in the air,
+//!   so the answers of requests in flight at shutdown are kept for the retry after it.
 //! - **Scoped and hashed.** A key belongs to the [`Owner`] that sent it; only
 //!   SHA-256(owner, NUL, key) is kept, and the request's SHA-256 (its path, NUL, its body
 //!   bytes) as its fingerprint: the same key with another request is 422.
@@ -26,12 +28,13 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use axum::http::HeaderName;
 use axum::response::Response;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::AbortHandle;
 
 use super::error::{AppError, Code};
@@ -92,6 +95,13 @@ struct State {
     next_id: u64,
 }
 
+/// Flight tasks that have not ended, and a wake-up each time one does.
+#[derive(Debug, Default)]
+struct Aloft {
+    count: AtomicUsize,
+    landed: Notify,
+}
+
 /// The service's idempotency: flights, and where answers are kept.
 #[derive(Debug)]
 pub struct Idempotency {
@@ -100,6 +110,7 @@ pub struct Idempotency {
     wall: Wall,
     /// What the detached flights hold.
     budget: Arc<Budget>,
+    aloft: Arc<Aloft>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -125,6 +136,7 @@ impl Idempotency {
                 since: Instant::now(),
             },
             budget: Arc::default(),
+            aloft: Arc::default(),
         }
     }
 
@@ -206,6 +218,26 @@ impl Idempotency {
         self.budget.now()
     }
 
+    /// Waits until every flight has ended, its answer kept, or until `until`; returns how
+    /// many had not. Requests in flight at shutdown: their answers are there for the retry.
+    pub async fn land(&self, until: Instant) -> usize {
+        loop {
+            let landed = self.aloft.landed.notified();
+            tokio::pin!(landed);
+            landed.as_mut().enable();
+            let aloft = self.aloft.count.load(Ordering::Acquire);
+            if aloft == 0 {
+                return 0;
+            }
+            tokio::select! {
+                () = landed => {}
+                () = tokio::time::sleep_until(until) => {
+                    return self.aloft.count.load(Ordering::Acquire);
+                }
+            }
+        }
+    }
+
     fn waiter(&self, slot: &Slot, id: u64) -> Waiter {
         Waiter {
             state: Arc::clone(&self.state),
@@ -267,14 +299,17 @@ struct Landing {
     state: Arc<Mutex<State>>,
     slot: Slot,
     id: u64,
+    aloft: Arc<Aloft>,
 }
 
 impl Landing {
     fn new(idem: &Idempotency, slot: &Slot, id: u64) -> Landing {
+        idem.aloft.count.fetch_add(1, Ordering::AcqRel);
         Landing {
             state: Arc::clone(&idem.state),
             slot: slot.clone(),
             id,
+            aloft: Arc::clone(&idem.aloft),
         }
     }
 }
@@ -289,6 +324,8 @@ impl Drop for Landing {
             }
         };
         drop(gone);
+        self.aloft.count.fetch_sub(1, Ordering::AcqRel);
+        self.aloft.landed.notify_waiters();
     }
 }
 

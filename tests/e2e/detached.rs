@@ -1,13 +1,16 @@
 //! Keyed requests whose clients left (detached flights): bounded by `server.max_detached`
-//! and `server.max_detached_bytes`, and never kept waiting for a breaker by
-//! `x-labrouter-wait`.
+//! and `server.max_detached_bytes`, never kept waiting for a breaker by `x-labrouter-wait`,
+//! and drained on shutdown with their answers kept for the retry after the restart.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use labrouter::sim::Fault;
+use labrouter::registry::Registry;
+use labrouter::sim::{Fault, Sim};
+use labrouter::{RunOptions, Service};
 use serde_json::{json, Value};
 
-use crate::support::{header, TestLab};
+use crate::support::{header, registry_yaml_with, serve, TestLab};
 
 fn chat(text: &str) -> Value {
     json!({"model": "small", "messages": [{"role": "user", "content": text}]})
@@ -205,4 +208,95 @@ async fn a_keyed_request_whose_client_left_does_not_wait_out_a_cooldown() {
     assert_eq!(resp.status(), 200);
     assert!(!replayed(&resp));
     assert_eq!(t.work(), (before.0, before.1, before.2 + 1));
+}
+
+/// A registry for the lab's machines keeping its state under `dir`.
+fn remembering(sims: (&Sim, &Sim, &Sim), dir: &std::path::Path) -> Arc<Service> {
+    let server = format!("  state_dir: {}\n  shutdown_grace: 60s\n", dir.display());
+    let yaml = registry_yaml_with(sims.0, sims.1, sims.2, &server, "");
+    let registry = Registry::parse(&yaml, "test.yaml").unwrap();
+    Arc::new(Service::remembering(registry, None).unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn keyed_requests_in_flight_at_shutdown_finish_and_are_replayed_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gpu, cpu, local) = (
+        Sim::start("gpu-box").await.unwrap(),
+        Sim::start("ubuntu-box").await.unwrap(),
+        Sim::start("local").await.unwrap(),
+    );
+    let svc = remembering((&gpu, &cpu, &local), dir.path());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let running = tokio::spawn(labrouter::run(
+        svc,
+        listener,
+        shutdown,
+        RunOptions::default(),
+    ));
+    // One whose client leaves (a long generation) and one whose client stays.
+    let body = chat("hello");
+    local.set(Fault::SlowFirstByte(Duration::from_secs(40)));
+    let left = send(&base, "k-left", &body, None);
+    until("the first reached the machine", || local.work_hits() == 1).await;
+    left.abort();
+    local.set(Fault::SlowFirstByte(Duration::from_secs(5)));
+    let stays = send(&base, "k-stays", &body, None);
+    until("the second reached the machine", || local.work_hits() == 2).await;
+    let _ = stop.send(());
+    let resp = stays.await.unwrap();
+    assert_eq!(resp.status(), 200, "drained, not cut");
+    running.await.unwrap().expect("run returned Ok");
+    // The restart: another service on the same state_dir.
+    local.set(Fault::Ok);
+    let again = remembering((&gpu, &cpu, &local), dir.path());
+    let (base, _) = serve(again).await;
+    for key in ["k-left", "k-stays"] {
+        let resp = send(&base, key, &body, None).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(replayed(&resp), "{key} replayed from the store");
+    }
+    assert_eq!(local.work_hits(), 2, "one generation per key");
+}
+
+/// With `--workers`, a flight runs on the serving thread's own runtime, which is dropped
+/// when that thread stops serving: the thread lands its flights first. Real time (the
+/// serving threads' runtimes have their own clocks): a 400 ms generation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_threads_land_a_keyed_request_whose_client_left_before_they_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gpu, cpu, local) = (
+        Sim::start("gpu-box").await.unwrap(),
+        Sim::start("ubuntu-box").await.unwrap(),
+        Sim::start("local").await.unwrap(),
+    );
+    let svc = remembering((&gpu, &cpu, &local), dir.path());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let opts = RunOptions {
+        workers: 2,
+        ..RunOptions::default()
+    };
+    let running = tokio::spawn(labrouter::run(svc, listener, shutdown, opts));
+    let body = chat("hello");
+    local.set(Fault::SlowFirstByte(Duration::from_millis(400)));
+    let left = send(&base, "k-threads", &body, None);
+    until("it reached the machine", || local.work_hits() == 1).await;
+    left.abort();
+    let _ = stop.send(());
+    running.await.unwrap().expect("run returned Ok");
+    local.set(Fault::Ok);
+    let (base, _) = serve(remembering((&gpu, &cpu, &local), dir.path())).await;
+    let resp = send(&base, "k-threads", &body, None).await.unwrap();
+    assert!(replayed(&resp), "replayed from the store");
+    assert_eq!(local.work_hits(), 1, "one generation");
 }
