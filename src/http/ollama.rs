@@ -3,7 +3,7 @@
 //! are answered from the registry and the Ollama machines that are up.
 //!
 //! Errors on `/api/...` are Ollama's `{"error": "..."}` with the status the OpenAI side
-//! would use: [`shape`] rewrites every error answer on those paths, the guard's included.
+//! would use: [`shape()`] rewrites every error answer on those paths, the guard's included.
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
