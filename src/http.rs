@@ -104,11 +104,13 @@ async fn status(
     Json(
         crate::status::View::of(&svc.fleet())
             .with_host(crate::host::stats())
+            .with_detached(idempotency::of(&svc).detached())
             .with_tasks(tasks),
     )
 }
 
-/// `GET /metrics`: Prometheus text; the task gauges are set from the queue as it renders.
+/// `GET /metrics`: Prometheus text; the task and detached-flight gauges are set as it
+/// renders.
 async fn prometheus(State(svc): State<Arc<Service>>) -> Response {
     let tasks: Vec<(crate::outcome::TaskStatus, u64)> = svc
         .tasks()
@@ -116,7 +118,7 @@ async fn prometheus(State(svc): State<Arc<Service>>) -> Response {
         .unwrap_or_default();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::telemetry::render_with(&tasks),
+        crate::telemetry::render_with(&tasks, idempotency::of(&svc).detached()),
     )
         .into_response()
 }

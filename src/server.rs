@@ -1,6 +1,7 @@
 //! Serving connections (SPEC §7, §8): the accept loop with at most `server.max_connections`
 //! open at once, per-connection bounds on how slowly a client may send its request head and
-//! how long a kept-alive connection may sit idle, TCP_NODELAY, and a bounded graceful drain.
+//! how long a kept-alive connection may sit idle, TCP_NODELAY, and a bounded graceful drain
+//! (keyed requests whose clients left included).
 //!
 //! hyper's own `header_read_timeout` also runs while a kept-alive connection waits for its
 //! next request, so it cannot give a short header bound and a long idle bound at once; a
@@ -42,7 +43,7 @@ struct Limits {
 }
 
 /// Serves on `listener` until `shutdown` resolves; then stops accepting and lets requests
-/// in flight finish, for at most `grace` (SPEC §8).
+/// in flight finish, keyed ones whose clients left included, for at most `grace` in all.
 pub async fn serve(
     listener: TcpListener,
     svc: Arc<Service>,
@@ -105,12 +106,24 @@ async fn serve_with(
     drop(listener);
     let _ = stop.send(true);
     drop(stopping);
+    let until = from_now(grace);
     // Every connection holds a receiver: all are gone when the last connection ends.
     tokio::select! {
         () = stop.closed() => {}
-        () = tokio::time::sleep(grace) => {
+        () = tokio::time::sleep_until(until) => {
             tracing::warn!(grace_s = grace.as_secs(), "requests still in flight after the shutdown grace: cutting them");
         }
+    }
+    // Keyed requests whose clients left run on without a connection: they are requests in
+    // flight too, and their answers are kept for the retry after the restart. Waited for
+    // here, on the runtime they run on (a serving thread's is dropped when this returns).
+    let aloft = crate::http::idempotency::of(&svc).land(until).await;
+    if aloft > 0 {
+        tracing::warn!(
+            aloft,
+            grace_s = grace.as_secs(),
+            "keyed requests still running after the shutdown grace: cut, their answers not kept"
+        );
     }
     Ok(())
 }

@@ -33,6 +33,10 @@ pub struct View {
     /// The link to the other routers (SPEC §12); absent without `cluster:`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterView>,
+    /// Keyed requests running on after their clients left (`server.max_detached`); absent
+    /// from older routers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detached: Option<DetachedView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<host::Stats>,
     pub machines: BTreeMap<String, MachineView>,
@@ -119,6 +123,16 @@ impl ClusterView {
     }
 }
 
+/// `/status.detached`: the keyed requests whose clients left that run on to their end,
+/// and the request bytes they hold (bounded by `server.max_detached` and
+/// `server.max_detached_bytes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DetachedView {
+    pub bytes: u64,
+    pub flights: u64,
+}
+
 /// A route and its chain of targets, in order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -161,6 +175,7 @@ impl View {
             .collect();
         View {
             cluster: cluster.map(ClusterView::of),
+            detached: None,
             host: None,
             machines,
             registry_version: reg.version.clone(),
@@ -173,6 +188,17 @@ impl View {
     pub fn with_host(self, host: host::Stats) -> View {
         View {
             host: Some(host),
+            ..self
+        }
+    }
+
+    /// The same view with the detached flights: (flights, bytes).
+    pub fn with_detached(self, (flights, bytes): (usize, usize)) -> View {
+        View {
+            detached: Some(DetachedView {
+                bytes: bytes as u64,
+                flights: flights as u64,
+            }),
             ..self
         }
     }

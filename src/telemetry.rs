@@ -57,19 +57,22 @@ pub fn install() -> Option<&'static PrometheusHandle> {
 
 /// The Prometheus text exposition.
 pub fn render() -> String {
-    render_with(&[])
+    install().map_or_else(String::new, PrometheusHandle::render)
 }
 
-/// [`render`], with the `labrouter_tasks{status}` gauges set from `tasks` first. They are
-/// set at scrape time: the counts are one lock away, and a scrape never sees them staler
-/// than itself (a router without a task queue has no such gauges).
-pub fn render_with(tasks: &[(TaskStatus, u64)]) -> String {
+/// [`render`], with the `labrouter_tasks{status}` gauges set from `tasks` and the detached
+/// flights' from `detached` (flights, bytes) first. They are set at scrape time: the counts
+/// are one lock away, and a scrape never sees them staler than itself (a router without a
+/// task queue has no task gauges).
+pub fn render_with(tasks: &[(TaskStatus, u64)], (flights, bytes): (usize, usize)) -> String {
     let Some(handle) = install() else {
         return String::new();
     };
     for (status, n) in tasks {
         metrics::gauge!("labrouter_tasks", "status" => status.as_str()).set(*n as f64);
     }
+    metrics::gauge!("labrouter_detached_flights").set(flights as f64);
+    metrics::gauge!("labrouter_detached_bytes").set(bytes as f64);
     handle.render()
 }
 
@@ -108,6 +111,14 @@ fn describe() {
     describe_gauge!(
         "labrouter_tasks",
         "Unfinished tasks, by status (blocked, queued, waiting, running)"
+    );
+    describe_gauge!(
+        "labrouter_detached_flights",
+        "Keyed requests running on after their clients left (server.max_detached)"
+    );
+    describe_gauge!(
+        "labrouter_detached_bytes",
+        "Request bytes those detached requests hold (server.max_detached_bytes)"
     );
     describe_histogram!(
         TASK_WAIT,

@@ -14,6 +14,8 @@ mod browser;
 mod connections;
 #[path = "e2e/deadline.rs"]
 mod deadline;
+#[path = "e2e/detached.rs"]
+mod detached;
 #[path = "e2e/fallback.rs"]
 mod fallback;
 #[path = "e2e/hardening.rs"]

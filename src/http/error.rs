@@ -146,8 +146,17 @@ impl IntoResponse for AppError {
         } else {
             "invalid_request_error"
         };
-        Envelope::new(kind, self.code, &self.message, Param { param: None })
-            .respond(self.code.status())
+        let mut resp = Envelope::new(kind, self.code, &self.message, Param { param: None })
+            .respond(self.code.status());
+        if self.code == Code::RequestTimeout {
+            // The rest of a late body may still be on its way: the connection is not
+            // reused, so it cannot be read as the next request.
+            resp.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        resp
     }
 }
 

@@ -154,13 +154,21 @@ fn valid_key<'f>(headers: &HeaderMap, fleet: &'f Fleet) -> Option<&'f str> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)?;
+        .and_then(bearer_token)?;
     fleet
         .api_keys
         .iter()
         .find(|k| constant_time_eq(k.as_bytes(), token.as_bytes()))
         .map(String::as_str)
+}
+
+/// The token of `Bearer TOKEN`. The scheme is matched in any case, as RFC 9110 says
+/// authentication schemes are (clients send `bearer` too); the token is taken as sent.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 /// Compares without stopping at the first differing byte.
@@ -290,6 +298,17 @@ mod tests {
         assert!(glob("*", "anything"));
         assert!(glob("https://*.example.com", "https://a.example.com"));
         assert!(!glob("https://*.example.com", "https://a.example.com.evil"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case_and_the_token_as_sent() {
+        for v in ["Bearer k", "bearer k", "BEARER k", "bEaReR k", "Bearer  k "] {
+            assert_eq!(bearer_token(v), Some("k"), "{v}");
+        }
+        assert_eq!(bearer_token("bearer K"), Some("K"));
+        for v in ["Basic k", "Bearerk", "k", "Bearer:k", ""] {
+            assert_eq!(bearer_token(v), None, "{v}");
+        }
     }
 
     #[test]

@@ -12,38 +12,52 @@
 //! - **Where.** In the store when the service has one; otherwise in memory, bounded
 //!   ([`MEMORY_ENTRIES`], [`MEMORY_BYTES`], oldest out first). A flight ends only once its
 //!   answer can be read where it is kept, so no request falls between the two.
+//! - **Detached, within bounds.** A flight whose requests all went away runs on only within
+//!   `server.max_detached` and `server.max_detached_bytes`, and only if its walk would do
+//!   more than wait for a breaker (`detach`); otherwise it is cut, as an unkeyed request
+//!   is when its client leaves.
+//! - **Landed on shutdown.** [`Idempotency::land`] waits for the flights still in the air,
+//!   so the answers of requests in flight at shutdown are kept for the retry after it.
 //! - **Scoped and hashed.** A key belongs to the [`Owner`] that sent it; only
 //!   SHA-256(owner, NUL, key) is kept, and the request's SHA-256 (its path, NUL, its body
 //!   bytes) as its fingerprint: the same key with another request is 422.
 //!
 //! This file holds the flights; `key` the header, slot and fingerprint; `done` a finished
-//! answer; `recent` the answers kept in memory.
+//! answer; `recent` the answers kept in memory; `kept` the store's side; `detach` the
+//! bounds on flights without clients.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use axum::http::HeaderName;
 use axum::response::Response;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
+use tokio::task::AbortHandle;
 
 use super::error::{AppError, Code};
 use crate::clock::Instant;
-use crate::store::{KeptAnswer, Msg, Store, ANSWERS_KEEP};
+use crate::service::Service;
+use crate::store::Store;
 
+mod detach;
 mod done;
+mod kept;
 mod key;
 mod recent;
 
+use detach::{Budget, Permit};
+pub use detach::{Detach, Noted};
 use done::Done;
+use kept::{Kept, Wall};
 pub use key::{key_of, streamed, Keyed, HEADER, KEY_MAX};
 use key::{reused, Slot};
 use recent::Recent;
 
 #[cfg(doc)]
-use {super::Owner, crate::proxy::MachineAnswer};
+use {super::Owner, crate::proxy::MachineAnswer, crate::store::ANSWERS_KEEP};
 
 /// On every answer that was not generated for the request it answers.
 pub static REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
@@ -53,8 +67,6 @@ pub const ANSWER_MAX: usize = 1 << 20;
 pub const MEMORY_ENTRIES: usize = 10_000;
 /// ... and at most this many bytes of their bodies.
 pub const MEMORY_BYTES: usize = 64 << 20;
-/// How long a flight waits for the store to confirm its answer is on disk.
-const WRITE_LIMIT: Duration = Duration::from_secs(5);
 
 /// One key's request in flight.
 #[derive(Debug)]
@@ -64,6 +76,14 @@ struct Flight {
     /// The request it generates for; `None` while it is still looking for a kept answer.
     fingerprint: Option<String>,
     done: watch::Receiver<Option<Arc<Done>>>,
+    /// Requests waiting on it now.
+    waiters: usize,
+    /// The terms on which it may run on once they are gone.
+    detach: Detach,
+    /// Its room among the detached flights, from when it first ran on without a client.
+    permit: Option<Permit>,
+    /// Cuts its task: a flight nobody waits for and that may not run on detached.
+    abort: AbortHandle,
 }
 
 /// Flights and, without a store, the answers kept in memory. Behind a std mutex: it is held
@@ -75,32 +95,11 @@ struct State {
     next_id: u64,
 }
 
-/// Wall-clock milliseconds read off tokio's clock from the moment the service started, so
-/// the 24 h of a paused-clock test pass as they would in a day.
-#[derive(Clone, Copy, Debug)]
-struct Wall {
-    at_ms: i64,
-    since: Instant,
-}
-
-impl Wall {
-    fn now_ms(&self) -> i64 {
-        let elapsed = i64::try_from(self.since.elapsed().as_millis()).unwrap_or(i64::MAX);
-        self.at_ms.saturating_add(elapsed)
-    }
-
-    /// The oldest `created_ms` still replayed.
-    fn since_ms(&self) -> i64 {
-        let keep = i64::try_from(ANSWERS_KEEP.as_millis()).unwrap_or(i64::MAX);
-        self.now_ms().saturating_sub(keep)
-    }
-}
-
-/// The store's side: its file, for reads, and its writer.
-#[derive(Clone, Debug)]
-struct Kept {
-    path: PathBuf,
-    writer: mpsc::Sender<Msg>,
+/// Flight tasks that have not ended, and a wake-up each time one does.
+#[derive(Debug, Default)]
+struct Aloft {
+    count: AtomicUsize,
+    landed: Notify,
 }
 
 /// The service's idempotency: flights, and where answers are kept.
@@ -109,10 +108,18 @@ pub struct Idempotency {
     state: Arc<Mutex<State>>,
     store: Option<Kept>,
     wall: Wall,
+    /// What the detached flights hold.
+    budget: Arc<Budget>,
+    aloft: Arc<Aloft>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The service's one [`Idempotency`], made on first use.
+pub fn of(svc: &Service) -> Arc<Idempotency> {
+    svc.shared(|| Idempotency::new(svc.store()))
 }
 
 impl Idempotency {
@@ -128,26 +135,36 @@ impl Idempotency {
                 at_ms: crate::store::ms(SystemTime::now()),
                 since: Instant::now(),
             },
+            budget: Arc::default(),
+            aloft: Arc::default(),
         }
     }
 
     /// Answers a keyed request: with the answer kept for its key, with the answer of the
-    /// same request in flight, or with `work`'s, which runs to its end whatever becomes of
-    /// this request. `limit` bounds the answer read whole (`server.max_upstream_body`).
-    pub async fn answer<W>(&self, keyed: Keyed, limit: usize, work: W) -> Result<Response, AppError>
+    /// same request in flight, or with `work`'s, which runs to its end if this request goes
+    /// away, as `detach` allows. `limit` bounds the answer read whole
+    /// (`server.max_upstream_body`).
+    pub async fn answer<W>(
+        &self,
+        keyed: Keyed,
+        limit: usize,
+        detach: Detach,
+        work: W,
+    ) -> Result<Response, AppError>
     where
         W: Future<Output = Response> + Send + 'static,
     {
-        let (mut done, leads) = {
+        let (mut done, leads, _waiting) = {
             let mut st = lock(&self.state);
-            if let Some(f) = st.flights.get(&keyed.slot) {
+            if let Some(f) = st.flights.get_mut(&keyed.slot) {
                 if f.fingerprint
                     .as_ref()
                     .is_some_and(|fp| *fp != keyed.fingerprint)
                 {
                     return Err(reused());
                 }
-                (f.done.clone(), false)
+                f.waiters += 1;
+                (f.done.clone(), false, self.waiter(&keyed.slot, f.id))
             } else if let Some(a) = self
                 .store
                 .is_none()
@@ -159,23 +176,22 @@ impl Idempotency {
                 let (tx, rx) = watch::channel(None);
                 let id = st.next_id;
                 st.next_id += 1;
-                // In memory, the kept answers were just looked at: this flight generates.
-                let fingerprint = self.store.is_none().then(|| keyed.fingerprint.clone());
-                let flight = Flight {
-                    id,
-                    fingerprint,
-                    done: rx.clone(),
-                };
-                st.flights.insert(keyed.slot.clone(), flight);
-                let landing = Landing {
-                    state: Arc::clone(&self.state),
-                    slot: keyed.slot.clone(),
-                    id,
-                };
+                let landing = Landing::new(self, &keyed.slot, id);
                 let (store, wall) = (self.store.clone(), self.wall);
                 let fingerprint = keyed.fingerprint.clone();
-                tokio::spawn(fly(landing, store, wall, fingerprint, limit, work, tx));
-                (rx, true)
+                let task = tokio::spawn(fly(landing, store, wall, fingerprint, limit, work, tx));
+                let flight = Flight {
+                    id,
+                    // In memory, the kept answers were just looked at: this flight generates.
+                    fingerprint: self.store.is_none().then(|| keyed.fingerprint.clone()),
+                    done: rx.clone(),
+                    waiters: 1,
+                    detach,
+                    permit: None,
+                    abort: task.abort_handle(),
+                };
+                st.flights.insert(keyed.slot.clone(), flight);
+                (rx, true, self.waiter(&keyed.slot, id))
             }
         };
         // A value once sent is returned even after the sender is gone.
@@ -196,6 +212,40 @@ impl Idempotency {
             replay(&finished, &keyed)
         }
     }
+
+    /// (flights, request bytes) running on now without their clients.
+    pub fn detached(&self) -> (usize, usize) {
+        self.budget.now()
+    }
+
+    /// Waits until every flight has ended, its answer kept, or until `until`; returns how
+    /// many had not. Requests in flight at shutdown: their answers are there for the retry.
+    pub async fn land(&self, until: Instant) -> usize {
+        loop {
+            let landed = self.aloft.landed.notified();
+            tokio::pin!(landed);
+            landed.as_mut().enable();
+            let aloft = self.aloft.count.load(Ordering::Acquire);
+            if aloft == 0 {
+                return 0;
+            }
+            tokio::select! {
+                () = landed => {}
+                () = tokio::time::sleep_until(until) => {
+                    return self.aloft.count.load(Ordering::Acquire);
+                }
+            }
+        }
+    }
+
+    fn waiter(&self, slot: &Slot, id: u64) -> Waiter {
+        Waiter {
+            state: Arc::clone(&self.state),
+            budget: Arc::clone(&self.budget),
+            slot: slot.clone(),
+            id,
+        }
+    }
 }
 
 /// A finished answer to a request that did not generate it.
@@ -206,19 +256,76 @@ fn replay(done: &Done, keyed: &Keyed) -> Result<Response, AppError> {
     Ok(done.response(true))
 }
 
-/// Ends a flight when its task ends, however it ends (a panic included).
-struct Landing {
+/// One request waiting on a flight. When the last one goes away before the answer, the
+/// flight runs on detached if the budget has room for it, and is cut otherwise.
+struct Waiter {
     state: Arc<Mutex<State>>,
+    budget: Arc<Budget>,
     slot: Slot,
     id: u64,
 }
 
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let cut = {
+            let mut st = lock(&self.state);
+            let Some(f) = st.flights.get_mut(&self.slot).filter(|f| f.id == self.id) else {
+                return;
+            };
+            f.waiters = f.waiters.saturating_sub(1);
+            if f.waiters > 0 || f.permit.is_some() || f.done.borrow().is_some() {
+                return;
+            }
+            match self.budget.take(&f.detach) {
+                Some(permit) => {
+                    f.permit = Some(permit);
+                    return;
+                }
+                // Out of the map at once: a retry starts a flight of its own.
+                None => st.flights.remove(&self.slot),
+            }
+        };
+        if let Some(f) = cut {
+            f.abort.abort();
+            tracing::debug!(
+                "a keyed request's client left: cut (server.max_detached, or waiting for a breaker)"
+            );
+        }
+    }
+}
+
+/// Ends a flight when its task ends, however it ends (a panic or a cut included).
+struct Landing {
+    state: Arc<Mutex<State>>,
+    slot: Slot,
+    id: u64,
+    aloft: Arc<Aloft>,
+}
+
+impl Landing {
+    fn new(idem: &Idempotency, slot: &Slot, id: u64) -> Landing {
+        idem.aloft.count.fetch_add(1, Ordering::AcqRel);
+        Landing {
+            state: Arc::clone(&idem.state),
+            slot: slot.clone(),
+            id,
+            aloft: Arc::clone(&idem.aloft),
+        }
+    }
+}
+
 impl Drop for Landing {
     fn drop(&mut self) {
-        let mut st = lock(&self.state);
-        if st.flights.get(&self.slot).is_some_and(|f| f.id == self.id) {
-            st.flights.remove(&self.slot);
-        }
+        let gone = {
+            let mut st = lock(&self.state);
+            match st.flights.get(&self.slot) {
+                Some(f) if f.id == self.id => st.flights.remove(&self.slot),
+                _ => None,
+            }
+        };
+        drop(gone);
+        self.aloft.count.fetch_sub(1, Ordering::AcqRel);
+        self.aloft.landed.notify_waiters();
     }
 }
 
@@ -235,7 +342,7 @@ async fn fly<W>(
     W: Future<Output = Response> + Send + 'static,
 {
     if let Some(store) = &store {
-        if let Some(kept) = read(store, &landing.slot, wall.since_ms()).await {
+        if let Some(kept) = kept::read(store, &landing.slot, wall.since_ms()).await {
             tx.send_replace(Some(Arc::new(Done::from_kept(kept))));
             return;
         }
@@ -253,51 +360,19 @@ async fn fly<W>(
     }
     let kept = done.to_kept(&landing.slot, wall.now_ms());
     match &store {
-        Some(store) => write(store, kept).await,
+        Some(store) => kept::write(store, kept).await,
         None => {
             // Kept and landed in one step: no request sees neither.
             let mut st = lock(&landing.state);
             st.recent
                 .insert(landing.slot.clone(), kept, wall.since_ms());
-            st.flights.remove(&landing.slot);
+            if st
+                .flights
+                .get(&landing.slot)
+                .is_some_and(|f| f.id == landing.id)
+            {
+                st.flights.remove(&landing.slot);
+            }
         }
-    }
-}
-
-/// The answer kept in the store for `slot`, if any (an unreadable store is logged and
-/// treated as empty: the request is served rather than refused).
-async fn read(store: &Kept, slot: &Slot, since_ms: i64) -> Option<KeptAnswer> {
-    let (path, slot) = (store.path.clone(), slot.clone());
-    let read = tokio::task::spawn_blocking(move || {
-        crate::store::answer(&path, &slot.owner, &slot.key, since_ms)
-    })
-    .await;
-    match read {
-        Ok(Ok(found)) => found,
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "idempotent answers unreadable: serving the request again");
-            None
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "idempotent answer lookup failed: serving the request again");
-            None
-        }
-    }
-}
-
-/// Hands `kept` to the writer and waits until it is on disk (at most [`WRITE_LIMIT`]).
-async fn write(store: &Kept, kept: KeptAnswer) {
-    let (ack, written) = mpsc::channel();
-    let sent = store.writer.send(Msg::Answer(Box::new(kept))).is_ok()
-        && store.writer.send(Msg::Flush(ack)).is_ok();
-    if !sent {
-        return;
-    }
-    let waited = tokio::task::spawn_blocking(move || written.recv_timeout(WRITE_LIMIT)).await;
-    if !matches!(waited, Ok(Ok(()))) {
-        tracing::warn!(
-            limit_s = WRITE_LIMIT.as_secs(),
-            "an idempotent answer was not confirmed on disk in time"
-        );
     }
 }

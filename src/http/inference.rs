@@ -42,36 +42,45 @@ pub async fn embeddings(
 /// further.
 const WAIT_MAX: Duration = Duration::from_secs(86_400);
 
-/// A request body, read whole within `server.max_body` and `server.idle_timeout`.
+/// A request body, read whole within `server.max_body`, with no silence longer than
+/// `server.idle_timeout`, and all of it within `server.body_timeout`.
 pub(super) async fn read_body(
     server: &Server,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Bytes, AppError> {
-    let (max, idle) = (server.max_body, server.idle_timeout);
+    let (max, idle, whole) = (server.max_body, server.idle_timeout, server.body_timeout);
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    crate::body::collect(body.into_data_stream(), declared, max, Some(idle))
-        .await
-        .map_err(|e| match e {
-            Unread::TooLarge => AppError::new(
-                Code::RequestTooLarge,
-                format!("request body is larger than server.max_body ({max} bytes)"),
+    let read = crate::body::collect(body.into_data_stream(), declared, max, Some(idle));
+    let Ok(read) = tokio::time::timeout(whole, read).await else {
+        return Err(AppError::new(
+            Code::RequestTimeout,
+            format!(
+                "the request body did not arrive whole within {} (server.body_timeout)",
+                crate::outcome::words(whole)
             ),
-            Unread::Stalled => AppError::new(
-                Code::RequestTimeout,
-                format!(
-                    "the request body stalled for {} (server.idle_timeout)",
-                    crate::outcome::words(idle)
-                ),
+        ));
+    };
+    read.map_err(|e| match e {
+        Unread::TooLarge => AppError::new(
+            Code::RequestTooLarge,
+            format!("request body is larger than server.max_body ({max} bytes)"),
+        ),
+        Unread::Stalled => AppError::new(
+            Code::RequestTimeout,
+            format!(
+                "the request body stalled for {} (server.idle_timeout)",
+                crate::outcome::words(idle)
             ),
-            Unread::Broken(e) => AppError::new(
-                Code::UnreadableBody,
-                format!("could not read the request body: {e}"),
-            ),
-        })
+        ),
+        Unread::Broken(e) => AppError::new(
+            Code::UnreadableBody,
+            format!("could not read the request body: {e}"),
+        ),
+    })
 }
 
 /// `x-labrouter-wait`: how long a request may wait for a machine to come back.
@@ -135,21 +144,18 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
         let owner = parts.extensions.get::<Owner>().cloned().unwrap_or_default();
         Keyed::new(&owner, &key, endpoint.path(), &parsed.body)
     });
-    let limit = fleet.registry.server.max_upstream_body;
-    let work = crate::proxy::forward(
-        fleet,
-        crate::proxy::OpenAi { endpoint, parsed },
-        decision,
-        wait,
-    );
-    match keyed {
-        None => Ok(work.await),
-        Some(keyed) => {
-            svc.shared(|| super::idempotency::Idempotency::new(svc.store()))
-                .answer(keyed, limit, work)
-                .await
-        }
-    }
+    let server = &fleet.registry.server;
+    let limit = server.max_upstream_body;
+    let Some(keyed) = keyed else {
+        let front = crate::proxy::OpenAi { endpoint, parsed };
+        return Ok(crate::proxy::forward(fleet, front, decision, wait).await);
+    };
+    let detach = idempotency::Detach::new(server, parsed.body.len(), wait.is_some());
+    let front = detach.noting(crate::proxy::OpenAi { endpoint, parsed });
+    let work = crate::proxy::forward(Arc::clone(&fleet), front, decision, wait);
+    idempotency::of(svc)
+        .answer(keyed, limit, detach, work)
+        .await
 }
 
 /// `GET /v1/models`: logical models and routes, in OpenAI's list shape.

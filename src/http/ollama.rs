@@ -3,12 +3,12 @@
 //! are answered from the registry and the Ollama machines that are up.
 //!
 //! Errors on `/api/...` are Ollama's `{"error": "..."}` with the status the OpenAI side
-//! would use: [`shape`] rewrites every error answer on those paths, the guard's included.
+//! would use: [`shape()`] rewrites every error answer on those paths, the guard's included.
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -32,8 +32,10 @@ use crate::service::Service;
 /// labrouter carries what Ollama of this version offers (`think`, schemas in `format`).
 pub const OLLAMA_VERSION: &str = "0.12.0";
 
-/// The largest error body [`shape`] rewrites; larger ones pass unchanged.
-const ERROR_BODY_MAX: usize = 64 * 1024;
+mod load;
+mod shape;
+
+pub use shape::shape;
 
 pub async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
     work(&svc, Call::Chat, req).await
@@ -80,6 +82,9 @@ async fn work(svc: &Service, call: Call, req: Request) -> Result<Response, AppEr
     )
     .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
     let asked = asked.unwrap_or_else(|| "auto".to_string());
+    if let Some(load) = request.load() {
+        return Ok(load::answer(&fleet, &decision, &request, &asked, load).await);
+    }
     let limit = fleet.registry.server.max_upstream_body;
     let front = Ollama::new(request, asked, limit);
     Ok(crate::proxy::forward(fleet, front, decision, wait).await)
@@ -377,47 +382,4 @@ pub(super) fn greeting() -> Response {
         "Ollama is running",
     )
         .into_response()
-}
-
-/// Error answers on `/api/...` in Ollama's shape, `{"error": "..."}`, with their status and
-/// headers kept: the router's own (OpenAI's envelope) and a machine's OpenAI-shaped
-/// refusal alike. An answer already in Ollama's shape passes unchanged.
-pub async fn shape(resp: Response) -> Response {
-    if resp.status().is_success() {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, ERROR_BODY_MAX).await else {
-        parts.headers.remove(header::CONTENT_LENGTH);
-        let body = json!({"error": format!("HTTP {}: its error answer was too large or cut to pass on", parts.status.as_u16())});
-        return Response::from_parts(parts, Body::from(body.to_string()));
-    };
-    let message = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(o)) => match o.get("error") {
-            Some(Value::String(_)) => return Response::from_parts(parts, Body::from(bytes)),
-            Some(Value::Object(e)) => e.get("message").and_then(Value::as_str).map(str::to_string),
-            _ => None,
-        },
-        _ => None,
-    };
-    let message = message.unwrap_or_else(|| {
-        let text = String::from_utf8_lossy(&bytes);
-        let text = text.trim();
-        if text.is_empty() {
-            parts
-                .status
-                .canonical_reason()
-                .unwrap_or("error")
-                .to_string()
-        } else {
-            crate::text::bounded(text).to_string()
-        }
-    });
-    let body = Bytes::from(json!({ "error": message }).to_string());
-    parts.headers.remove(header::CONTENT_LENGTH);
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Response::from_parts(parts, Body::from(body))
 }

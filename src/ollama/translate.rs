@@ -6,6 +6,7 @@
 //! - [`answer()`]: an OpenAI whole answer as Ollama's.
 //! - [`Ndjson`]: an OpenAI SSE stream as Ollama's NDJSON, chunk by chunk.
 //! - [`error_line`]: the last line of a stream that broke.
+//! - [`Load`], [`loaded`]: Ollama's load and unload calls, and its answer to them.
 
 use std::time::Duration;
 
@@ -13,10 +14,12 @@ use bytes::Bytes;
 
 mod answer;
 mod line;
+mod load;
 mod request;
 mod stream;
 
 pub use answer::answer;
+pub use load::{loaded, Load};
 pub use request::Request;
 pub use stream::Ndjson;
 

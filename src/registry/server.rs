@@ -19,6 +19,19 @@ pub const MAX_CONNECTIONS_DEFAULT: usize = 1024;
 /// connection holds a file descriptor and buffers.
 pub const MAX_CONNECTIONS_LIMIT: usize = 1_000_000;
 
+/// `server.max_detached` when unset.
+pub const MAX_DETACHED_DEFAULT: usize = 64;
+
+/// The largest `server.max_detached` accepted: past it the number is a typo.
+pub const MAX_DETACHED_LIMIT: usize = 100_000;
+
+/// The largest `server.max_detached_bytes` accepted (16 GiB): past it the size is a typo.
+pub const MAX_DETACHED_BYTES_LIMIT: u64 = 16 << 30;
+
+/// The longest `server.body_timeout` accepted: a body still arriving after an hour holds
+/// its connection and its handler for nothing a home lab sends.
+pub const BODY_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Server {
     pub listen: SocketAddr,
@@ -45,6 +58,14 @@ pub struct Server {
     pub max_upstream_body: usize,
     /// Ledger rows older than this are pruned.
     pub keep_ledger: Duration,
+    /// A request's whole body must arrive within this: a body dripped a byte at a time
+    /// never stalls for `idle_timeout`, and would hold its connection for ever.
+    pub body_timeout: Duration,
+    /// Keyed requests whose clients all left that may run on to their end at once (0: none
+    /// does); past it such a request ends with its client, as an unkeyed one does.
+    pub max_detached: usize,
+    /// The request bytes those detached requests may hold together.
+    pub max_detached_bytes: usize,
 }
 
 /// Ollama's default origins (its `envconfig.AllowedOrigins`), with `[::1]` as SPEC §7 adds.
@@ -183,18 +204,6 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
                 .map_err(|e| (c.referenced, format!("server.trusted_networks: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let max_connections = match &raw.max_connections {
-        None => MAX_CONNECTIONS_DEFAULT,
-        Some(v) if v.value == 0 || v.value as usize > MAX_CONNECTIONS_LIMIT => {
-            return err(
-                v.referenced,
-                format!(
-                "server.max_connections: expected a whole number from 1 to {MAX_CONNECTIONS_LIMIT}"
-            ),
-            )
-        }
-        Some(v) => v.value as usize,
-    };
     Ok(Server {
         listen,
         api_keys_env: raw.api_keys_env.clone(),
@@ -223,7 +232,30 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
             "server.keep_ledger",
             DURATION_MAX,
         )?,
-        max_connections,
+        body_timeout: duration_within(
+            &raw.body_timeout,
+            Duration::from_secs(60),
+            "server.body_timeout",
+            BODY_TIMEOUT_MAX,
+        )?,
+        max_detached: whole(
+            &raw.max_detached,
+            MAX_DETACHED_DEFAULT,
+            (0, MAX_DETACHED_LIMIT),
+            "server.max_detached",
+        )?,
+        max_detached_bytes: size_within(
+            &raw.max_detached_bytes,
+            64 << 20,
+            "server.max_detached_bytes",
+            MAX_DETACHED_BYTES_LIMIT,
+        )?,
+        max_connections: whole(
+            &raw.max_connections,
+            MAX_CONNECTIONS_DEFAULT,
+            (1, MAX_CONNECTIONS_LIMIT),
+            "server.max_connections",
+        )?,
         allowed_hosts,
         allowed_origins,
         trusted_networks,
@@ -243,6 +275,42 @@ pub(super) fn size(
             Ok(n) => Ok(n),
             Err(e) => err(s.referenced, format!("{what}: {e}")),
         },
+    }
+}
+
+/// A whole number within `(min, max)`, or `fallback` when not written.
+fn whole(
+    v: &Option<Spanned<u32>>,
+    fallback: usize,
+    (min, max): (usize, usize),
+    what: &str,
+) -> Result<usize, Invalid> {
+    match v {
+        None => Ok(fallback),
+        Some(v) => match usize::try_from(v.value) {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => err(
+                v.referenced,
+                format!("{what}: expected a whole number from {min} to {max}"),
+            ),
+        },
+    }
+}
+
+/// [`size`], at most `max` bytes.
+fn size_within(
+    v: &Option<Spanned<String>>,
+    fallback: usize,
+    what: &str,
+    max: u64,
+) -> Result<usize, Invalid> {
+    let n = size(v, fallback, what)?;
+    match v {
+        Some(v) if n as u64 > max => err(
+            v.referenced,
+            format!("{what}: expected a size of at most {}GiB", max >> 30),
+        ),
+        _ => Ok(n),
     }
 }
 

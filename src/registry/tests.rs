@@ -9,6 +9,7 @@ use crate::outcome::{MachineId, ModelId, RouteId};
 mod api;
 mod callback_allow;
 mod cluster;
+mod front_door;
 mod task_slots;
 mod tasks;
 

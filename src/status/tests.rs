@@ -67,6 +67,7 @@ fn sample() -> View {
             since: Some("2026-11-30T14:02:10Z".into()),
             state: "up".into(),
         }),
+        detached: None,
         host: Some(host::Stats {
             cpu_percent: Some(3.5),
             hostname: Some("mini".into()),
@@ -273,6 +274,31 @@ fn the_tasks_block_is_added_last_with_sorted_keys_and_round_trips() {
          \"running\":2,\"succeeded_24h\":40,\"waiting\":5}"
     );
     assert_eq!(serde_json::from_value::<View>(json).unwrap(), v);
+}
+
+#[test]
+fn the_detached_block_sorts_after_cluster_and_round_trips() {
+    let v = sample().with_detached((2, 2048));
+    let json: Value = serde_json::to_value(&v).unwrap();
+    let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "cluster",
+            "detached",
+            "host",
+            "machines",
+            "registry_version",
+            "routes"
+        ]
+    );
+    assert_eq!(
+        serde_json::to_string(&json["detached"]).unwrap(),
+        "{\"bytes\":2048,\"flights\":2}"
+    );
+    assert_eq!(serde_json::from_value::<View>(json).unwrap(), v);
+    let old: View = serde_json::from_value(serde_json::json!({"routes": []})).unwrap();
+    assert_eq!(old.detached, None, "an older router's status reads");
 }
 
 /// `labrouter status` against a router from before tasks, or one without a store.

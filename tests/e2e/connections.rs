@@ -166,3 +166,45 @@ async fn a_stalled_request_body_gets_a_408() {
     );
     assert_eq!(t.work(), (0, 0, 0));
 }
+
+/// The reproduction: a body dripped a byte every 4 s never stalls for `idle_timeout`, and
+/// held its connection (and its handler) for as long as the client liked. A whole body must
+/// now arrive within `server.body_timeout` (60 s by default): past it, 408 and the
+/// connection closes, and nothing reaches a machine.
+#[tokio::test(start_paused = true)]
+async fn a_body_dripped_a_byte_at_a_time_gets_a_408_at_the_body_timeout() {
+    let t = TestLab::start().await;
+    let body =
+        serde_json::json!({"model": "small", "messages": [{"role": "user", "content": "hello"}]})
+            .to_string();
+    let s = connect(&t.base).await;
+    let (mut read, mut write) = s.into_split();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    write.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let drip = tokio::spawn(async move {
+        for b in body.bytes() {
+            if write.write_all(&[b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(4)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    let closed =
+        tokio::time::timeout(Duration::from_secs(600), read.read_to_end(&mut answer)).await;
+    assert!(closed.is_ok(), "the server kept the connection open");
+    let waited = started.elapsed();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("server.body_timeout"), "{text}");
+    assert!(
+        waited >= Duration::from_secs(60) && waited < Duration::from_secs(65),
+        "answered after {waited:?}"
+    );
+    drip.abort();
+    assert_eq!(t.work(), (0, 0, 0));
+}

@@ -285,3 +285,43 @@ async fn a_peer_outside_the_trusted_networks_needs_a_key() {
         .error(401, "invalid_api_key", &["Authorization: Bearer"]);
     t.untouched();
 }
+
+#[tokio::test]
+async fn the_bearer_scheme_is_read_in_any_case() {
+    let t = keyed("LABROUTER_HANDLERS_KEYS_SCHEME_CASE", "").await;
+    // RFC 9110: an authentication scheme is case-insensitive; the token is not.
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} k-one");
+        let a = t
+            .send(request(
+                "POST",
+                "/v1/chat/completions",
+                &[("authorization", &auth)],
+                chat("small", "hello"),
+            ))
+            .await;
+        assert_eq!(a.status, 200, "{auth}: {:?}", a.body);
+        let a = t
+            .send(request(
+                "GET",
+                "/status",
+                &[("authorization", &auth)],
+                Body::empty(),
+            ))
+            .await;
+        assert_eq!(a.status, 200, "{auth}: {:?}", a.body);
+    }
+    assert_eq!(t.work(), (0, 0, 4));
+    // The key itself is still compared exactly, and a scheme must be followed by a space.
+    for auth in ["bearer K-ONE", "bearerk-one", "bearer: k-one"] {
+        t.send(request(
+            "GET",
+            "/status",
+            &[("authorization", auth)],
+            Body::empty(),
+        ))
+        .await
+        .error(401, "invalid_api_key", &["Authorization: Bearer"]);
+    }
+    assert_eq!(t.work(), (0, 0, 4));
+}

@@ -118,6 +118,11 @@ impl Request {
         Bytes::from(Value::Object(body).to_string())
     }
 
+    /// The load or unload call this is, if it is one: it asks for no generation.
+    pub fn load(&self) -> Option<super::Load> {
+        super::load::of(self.call, &self.body)
+    }
+
     /// A field of the body, None when absent or null.
     fn get(&self, key: &str) -> Option<&Value> {
         field(&self.body, key)
