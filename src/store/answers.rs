@@ -106,7 +106,7 @@ pub fn answer(
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, SystemTime};
+    use std::time::Duration;
 
     use super::*;
     use crate::store::{ms, Msg, Store};

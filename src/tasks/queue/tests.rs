@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::*;
 use crate::outcome::{AttemptOutcome, Endpoint, TaskCode, TaskStatus};
 use crate::task::{Accept, TaskResult};
+use crate::tasks::submit::NewTask;
 
 const WALL: Duration = Duration::from_secs(1_800_000_000);
 
