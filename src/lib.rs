@@ -43,29 +43,29 @@
 //! - [`sim`]: a simulated OpenAI-compatible or Ollama machine with scriptable faults.
 //! - [`demo`]: `labrouter demo`, a simulated lab with a scripted outage, narrated.
 
-pub mod body;
+mod body;
 pub mod breaker;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod demo;
-pub mod fleet;
-pub mod health;
-pub mod host;
-pub mod http;
+mod fleet;
+mod health;
+mod host;
+mod http;
 pub mod machines;
 pub mod ollama;
 pub mod outcome;
-pub mod proxy;
+mod proxy;
 pub mod registry;
 pub mod replay;
 pub mod request;
 pub mod route;
 pub mod run;
-pub mod sample;
-pub mod sdnotify;
-pub mod server;
-pub mod service;
+mod sample;
+mod sdnotify;
+mod server;
+mod service;
 pub mod sim;
 pub mod status;
 pub mod store;
@@ -73,9 +73,9 @@ pub mod task;
 pub mod tasks;
 pub mod telegram;
 pub mod telemetry;
-pub mod text;
+mod text;
 pub mod upstream;
-pub mod watch;
+mod watch;
 pub mod webhook;
 
 pub use fleet::Fleet;

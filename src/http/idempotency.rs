@@ -49,10 +49,10 @@ mod key;
 mod recent;
 
 use detach::{Budget, Permit};
-pub use detach::{Detach, Noted};
+pub use detach::Detach;
 use done::Done;
 use kept::{Kept, Wall};
-pub use key::{key_of, streamed, Keyed, HEADER, KEY_MAX};
+pub use key::{key_of, streamed, Keyed};
 use key::{reused, Slot};
 use recent::Recent;
 
