@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-use crate::breaker::{Breaker, Decision, Event, Failure, FailureKind, Policy, Ticket};
+use crate::breaker::{Breaker, Decision, Event, Failure, FailureKind, Policy, Ticket, Transition};
 use crate::outcome::words;
 use crate::registry::{policy, DURATION_MAX};
 
@@ -116,40 +116,56 @@ struct Machine {
     outstanding: VecDeque<Ticket>,
 }
 
+/// The replay as it goes: each machine's breaker, and what has been decided so far.
+struct Player {
+    policy: Policy,
+    /// The trace's time zero: an event at `at_ms` happens at `base + at_ms`.
+    base: Instant,
+    machines: BTreeMap<String, Machine>,
+    run: Run,
+    /// The previous event's time: events must not go back in time.
+    last_ms: u64,
+}
+
 /// Replays `trace_json` (SPEC §9) and returns its receipt.
 pub fn replay(trace_json: &str) -> Result<Receipt, ReplayError> {
     let raw: RawTrace = serde_json::from_str(trace_json)?;
-    let policy = policy(&raw.breaker)?;
-    let base = Instant::now();
-    let ms = |t: Instant| t.saturating_duration_since(base).as_millis();
-    let mut machines: BTreeMap<String, Machine> = BTreeMap::new();
-    let mut run = Run::default();
-    let mut last_ms = 0;
+    let mut player = Player {
+        policy: policy(&raw.breaker)?,
+        base: Instant::now(),
+        machines: BTreeMap::new(),
+        run: Run::default(),
+        last_ms: 0,
+    };
     for (index, value) in raw.events.iter().enumerate() {
-        let bad = |message: String| ReplayError::Event { index, message };
-        let (at_ms, name, event) = parse_event(value).map_err(bad)?;
-        if at_ms < last_ms {
-            return Err(bad(format!(
-                "at_ms {at_ms} is before the previous event's {last_ms}"
-            )));
-        }
-        last_ms = at_ms;
-        // Bounding `now + max_cooldown` keeps every instant the breaker computes in range.
-        let now = base
-            .checked_add(Duration::from_millis(at_ms))
-            .filter(|now| now.checked_add(policy.max_cooldown).is_some())
-            .ok_or_else(|| bad(format!("at_ms {at_ms} is too large")))?;
-        let m = machines.entry(name.clone()).or_insert_with(|| Machine {
-            breaker: Breaker::new(&policy),
-            outstanding: VecDeque::new(),
-        });
-        run.remote_attempts.entry(name.clone()).or_insert(0);
-        run.local_rejections.entry(name.clone()).or_insert(0);
-        let event = match event {
+        player
+            .play(index, value)
+            .map_err(|message| ReplayError::Event { index, message })?;
+    }
+    Ok(player.receipt())
+}
+
+impl Player {
+    /// Steps the breaker of event `index`'s machine and records what it decided; the error
+    /// is the message the caller prefixes with the index.
+    fn play(&mut self, index: usize, value: &Value) -> Result<(), String> {
+        let (at_ms, name, kind) = parse_event(value)?;
+        let now = self.now(at_ms)?;
+        let policy = &self.policy;
+        let m = self
+            .machines
+            .entry(name.clone())
+            .or_insert_with(|| Machine {
+                breaker: Breaker::new(policy),
+                outstanding: VecDeque::new(),
+            });
+        self.run.remote_attempts.entry(name.clone()).or_insert(0);
+        self.run.local_rejections.entry(name.clone()).or_insert(0);
+        let event = match kind {
             Kind::Request => Event::Request,
             outcome => {
                 let Some(t) = m.outstanding.pop_front() else {
-                    return Err(bad(format!("no admitted call to complete on '{name}'")));
+                    return Err(format!("no admitted call to complete on '{name}'"));
                 };
                 match outcome {
                     Kind::Success => Event::Success(t),
@@ -158,16 +174,16 @@ pub fn replay(trace_json: &str) -> Result<Receipt, ReplayError> {
                 }
             }
         };
-        let (next, out) = m.breaker.clone().step(event, now, &policy);
+        let (next, out) = m.breaker.clone().step(event, now, policy);
         m.breaker = next;
         match out.decision {
             Decision::Admit(t) => {
                 m.outstanding.push_back(t);
-                *run.remote_attempts.entry(name.clone()).or_insert(0) += 1;
+                *self.run.remote_attempts.entry(name.clone()).or_insert(0) += 1;
             }
             Decision::Reject { skip, retry_after } => {
-                *run.local_rejections.entry(name.clone()).or_insert(0) += 1;
-                run.rejections.push(RejectionRow {
+                *self.run.local_rejections.entry(name.clone()).or_insert(0) += 1;
+                self.run.rejections.push(RejectionRow {
                     index,
                     at_ms,
                     machine: name.clone(),
@@ -178,39 +194,77 @@ pub fn replay(trace_json: &str) -> Result<Receipt, ReplayError> {
             Decision::Recorded | Decision::Stale => {}
         }
         if let Some(t) = out.transition {
-            run.transitions.push(TransitionRow {
-                index,
-                at_ms,
-                machine: name,
-                from: t.from.as_str().to_string(),
-                to: t.to.as_str().to_string(),
-                reason: t.reason,
-                failures: t.failures,
-                cooldown_until_ms: t.cooldown_until.map(ms),
-                remote_attempted: t.remote_attempted,
-            });
+            let row = self.transition_row(index, at_ms, name, t);
+            self.run.transitions.push(row);
+        }
+        Ok(())
+    }
+
+    /// The instant of an event at `at_ms`, which must not be before the previous event's.
+    fn now(&mut self, at_ms: u64) -> Result<Instant, String> {
+        let last_ms = self.last_ms;
+        if at_ms < last_ms {
+            return Err(format!(
+                "at_ms {at_ms} is before the previous event's {last_ms}"
+            ));
+        }
+        self.last_ms = at_ms;
+        // Bounding `now + max_cooldown` keeps every instant the breaker computes in range.
+        self.base
+            .checked_add(Duration::from_millis(at_ms))
+            .filter(|now| now.checked_add(self.policy.max_cooldown).is_some())
+            .ok_or_else(|| format!("at_ms {at_ms} is too large"))
+    }
+
+    fn transition_row(
+        &self,
+        index: usize,
+        at_ms: u64,
+        machine: String,
+        t: Transition,
+    ) -> TransitionRow {
+        TransitionRow {
+            index,
+            at_ms,
+            machine,
+            from: t.from.as_str().to_string(),
+            to: t.to.as_str().to_string(),
+            reason: t.reason,
+            failures: t.failures,
+            cooldown_until_ms: t.cooldown_until.map(|i| self.ms(i)),
+            remote_attempted: t.remote_attempted,
         }
     }
-    for (name, m) in machines {
-        let b = &m.breaker;
-        let state = FinalState {
-            state: b.phase.as_str().to_string(),
-            consecutive_failures: b.failures,
-            probe_successes: b.successes,
-            cooldown_ms: b.cooldown.as_millis(),
-            open_until_ms: b.open_until.map(ms),
-            last_reason: b.last_reason.clone(),
-            outstanding: m.outstanding.len(),
-        };
-        run.final_states.insert(name, state);
+
+    /// Milliseconds since the trace's start: the receipt holds no absolute time.
+    fn ms(&self, t: Instant) -> u128 {
+        t.saturating_duration_since(self.base).as_millis()
     }
-    // Plain structs of strings and numbers: serializing cannot fail.
-    let compact = serde_json::to_vec(&run).unwrap_or_default();
-    let sha256 = Sha256::digest(&compact)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok(Receipt { run, sha256 })
+
+    /// Each machine's final state, and the hash of the whole run.
+    fn receipt(mut self) -> Receipt {
+        for (name, m) in &self.machines {
+            let b = &m.breaker;
+            let state = FinalState {
+                state: b.phase.as_str().to_string(),
+                consecutive_failures: b.failures,
+                probe_successes: b.successes,
+                cooldown_ms: b.cooldown.as_millis(),
+                open_until_ms: b.open_until.map(|i| self.ms(i)),
+                last_reason: b.last_reason.clone(),
+                outstanding: m.outstanding.len(),
+            };
+            self.run.final_states.insert(name.clone(), state);
+        }
+        let run = self.run;
+        // Plain structs of strings and numbers: serializing cannot fail.
+        let compact = serde_json::to_vec(&run).unwrap_or_default();
+        let sha256 = Sha256::digest(&compact)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Receipt { run, sha256 }
+    }
 }
 
 /// What one trace event asks of its machine.

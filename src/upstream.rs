@@ -2,27 +2,28 @@
 //!
 //! An attempt ends in an [`Answer`] the client can be given, or an [`Attempted`] that
 //! carries its decisions: what the breaker records, whose fault it was (so whether the
-//! chain may move on), and what the client sees if nothing else serves.
+//! chain may move on), and what the client sees if nothing else serves. This file sends
+//! and sorts the answer; `alive.rs` waits without taking slow for dead, `opening.rs` reads
+//! a stream's first chunk, `answer.rs` reads and checks a whole answer or a refusal.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
-use futures_util::StreamExt;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{HeaderValue, CONTENT_TYPE};
 use reqwest::StatusCode;
 use tokio::time::Instant;
 
-use crate::body::Unread;
 use crate::breaker::FailureKind;
 use crate::machines::Lease;
-use crate::outcome::{words, Attempted, Call, Fault, ModelId, Wire};
+use crate::outcome::{Attempted, Call, Fault, ModelId, Wire};
 use crate::registry::{Api, Machine, Timeouts};
 
+mod alive;
+mod answer;
 pub mod classify;
 mod hot;
+mod opening;
 mod side;
 mod stream;
 
@@ -173,121 +174,47 @@ impl Upstream {
         deadline: Instant,
         lease: &Lease,
     ) -> Result<Answer, Attempted> {
-        let started = Instant::now();
-        let machine_deadline = crate::clock::after(started, self.timeouts.total);
-        let deadline = deadline.min(machine_deadline);
-        let counted = |kind, fault, detail: String| Attempted::counted(target, kind, fault, detail);
-        let past_deadline = || {
-            classify::past_deadline(
-                target,
-                started,
-                deadline == machine_deadline,
-                self.timeouts.total,
-            )
-        };
-        let mut req = hyper::Request::new(Full::new(body));
-        *req.method_mut() = hyper::Method::POST;
-        *req.uri_mut() = self.url(wire).clone();
-        let headers = req.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(auth) = &self.auth {
-            headers.insert(AUTHORIZATION, auth.clone());
-        }
-        let send = self.hot.request(req);
-        let resp = match self
-            .wait_alive(send, self.timeouts.first_byte, deadline, lease)
-            .await
-        {
-            Waited::Done(Ok(resp)) => resp,
-            Waited::Done(Err(e)) => {
-                let f = classify::send_error(&e, e.is_connect(), false, self.timeouts.connect);
-                return Err(counted(f.kind, Fault::Unreachable, f.detail));
-            }
-            Waited::Hung => {
-                let detail = format!(
-                    "timeout after {} (liveness check failed)",
-                    words(self.timeouts.first_byte)
-                );
-                return Err(counted(FailureKind::Hung, Fault::Unreachable, detail));
-            }
-            Waited::Deadline => return Err(past_deadline()),
-        };
+        let at = self.bounds(target, deadline);
+        let resp = self.headers(&at, wire, body, lease).await?;
         self.meters()
             .first_byte
-            .record(started.elapsed().as_secs_f64());
+            .record(at.started.elapsed().as_secs_f64());
         let status = resp.status();
         let content_type = resp.headers().get(CONTENT_TYPE).cloned();
         if !status.is_success() {
-            return self.refusal(target, resp, deadline).await;
+            return self.refusal(target, resp, at.deadline).await;
         }
-        let streams = content_type
-            .as_ref()
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.starts_with("text/event-stream") || v.starts_with("application/x-ndjson")
+        if streams(content_type.as_ref()) {
+            let (first, rest) = self.first_chunk(&at, wire, resp, lease).await?;
+            return Ok(Answer::Stream {
+                status,
+                content_type,
+                first,
+                rest,
             });
-        if streams {
-            let mut rest: Chunks = resp.into_body().into_data_stream().boxed();
-            let cut = |detail: String| counted(FailureKind::StreamCut, Fault::BadAnswer, detail);
-            return match self.next_chunk(&mut rest, deadline, lease).await {
-                // Ollama says a failure before its first token as an `{"error": ...}` line.
-                Chunk::Data(first) if matches!(wire, Wire::Ollama(_)) && error_line(&first) => {
-                    Err(cut(format!(
-                        "stream's first line is an error: {}",
-                        crate::text::bounded(&String::from_utf8_lossy(&first))
-                    )))
-                }
-                Chunk::Data(first) => {
-                    lease.vouch();
-                    Ok(Answer::Stream {
-                        status,
-                        content_type,
-                        first,
-                        rest,
-                    })
-                }
-                Chunk::End => Err(cut("stream ended before its first chunk".into())),
-                Chunk::Cut(detail) => {
-                    Err(cut(format!("stream cut before its first chunk: {detail}")))
-                }
-                Chunk::Hung => Err(counted(
-                    FailureKind::StreamHung,
-                    Fault::BadAnswer,
-                    format!(
-                        "stream silent for {} (liveness check failed)",
-                        words(self.timeouts.idle)
-                    ),
-                )),
-                Chunk::Deadline => Err(past_deadline()),
-            };
         }
         // 2xx headers: the machine works, whatever the body turns out to be.
         lease.vouch();
-        let body = match tokio::time::timeout_at(deadline, self.read_whole(resp)).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(Unread::TooLarge)) => {
-                let detail = format!(
-                    "malformed answer: larger than server.max_upstream_body ({} bytes)",
-                    self.max_body
-                );
-                return Err(counted(FailureKind::Malformed, Fault::BadAnswer, detail));
-            }
-            Ok(Err(Unread::Broken(e))) => {
-                let detail = format!("answer cut while reading: {}", classify::root(&e));
-                return Err(counted(FailureKind::Reset, Fault::BadAnswer, detail));
-            }
-            // No idle bound is asked of the reader: only the deadline stops a silent answer.
-            Ok(Err(Unread::Stalled)) | Err(_) => return Err(past_deadline()),
-        };
-        if let Err(why) = classify::valid_answer(wire, &body) {
-            let detail = format!("malformed answer: {why}");
-            return Err(counted(FailureKind::Malformed, Fault::BadAnswer, detail));
-        }
+        let body = self.whole(&at, wire, resp).await?;
         Ok(Answer::Full {
             status,
             content_type,
             body,
         })
+    }
+
+    /// The bounds of an attempt that starts now: the request's `deadline`, or this
+    /// machine's `total` when that comes first.
+    fn bounds(&self, target: ModelId, deadline: Instant) -> Attempt {
+        let started = Instant::now();
+        let machine_deadline = crate::clock::after(started, self.timeouts.total);
+        Attempt {
+            target,
+            started,
+            deadline: deadline.min(machine_deadline),
+            machine_total: deadline >= machine_deadline,
+            total: self.timeouts.total,
+        }
     }
 
     /// This machine's metric handles.
@@ -305,114 +232,6 @@ impl Upstream {
             Wire::Ollama(c) => &self.native[c as usize],
         }
     }
-
-    /// A non-2xx answer, classified by SPEC §3.2; a client error's answer is read to be
-    /// passed back.
-    async fn refusal(
-        &self,
-        target: ModelId,
-        resp: hyper::Response<Incoming>,
-        deadline: Instant,
-    ) -> Result<Answer, Attempted> {
-        let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(classify::retry_after);
-        let attempted = classify::refusal(target, status.as_u16(), retry_after, deadline);
-        if attempted.reason == crate::outcome::Reason::NotFound {
-            tracing::warn!(machine = %self.name, "HTTP 404: the model is not on this machine; check registry.yaml");
-        }
-        if attempted.fault != Fault::Client {
-            return Err(attempted);
-        }
-        let content_type = resp.headers().get(CONTENT_TYPE).cloned();
-        let body = tokio::time::timeout_at(deadline, self.read_whole(resp))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        Ok(Answer::Refused {
-            status,
-            content_type,
-            body,
-            attempted,
-        })
-    }
-
-    /// A whole answer, read up to `server.max_upstream_body` and never further; the caller's
-    /// deadline bounds the time.
-    async fn read_whole(
-        &self,
-        resp: hyper::Response<Incoming>,
-    ) -> Result<Bytes, Unread<hyper::Error>> {
-        let declared = resp
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        let frames = resp.into_body().into_data_stream();
-        crate::body::collect(frames, declared, self.max_body, None).await
-    }
-
-    /// Waits for `fut`; each `every` of silence, asks the machine whether it is alive. A
-    /// machine that answers is slow, not dead: that vouches for `lease` (SPEC §3.4).
-    async fn wait_alive<F: std::future::Future>(
-        &self,
-        fut: F,
-        every: Duration,
-        deadline: Instant,
-        lease: &Lease,
-    ) -> Waited<F::Output> {
-        tokio::pin!(fut);
-        loop {
-            let check_at = crate::clock::from_now(every).min(deadline);
-            tokio::select! {
-                out = &mut fut => return Waited::Done(out),
-                () = tokio::time::sleep_until(check_at) => {}
-            }
-            if Instant::now() >= deadline {
-                return Waited::Deadline;
-            }
-            // The answer may still arrive while we ask: whichever comes first decides.
-            tokio::select! {
-                out = &mut fut => return Waited::Done(out),
-                alive = self.alive() => if !alive { return Waited::Hung },
-            }
-            lease.vouch();
-        }
-    }
-
-    async fn next_chunk(&self, rest: &mut Chunks, deadline: Instant, lease: &Lease) -> Chunk {
-        let next = async {
-            loop {
-                match rest.next().await {
-                    Some(Ok(b)) if b.is_empty() => continue,
-                    other => return other,
-                }
-            }
-        };
-        match self
-            .wait_alive(next, self.timeouts.idle, deadline, lease)
-            .await
-        {
-            Waited::Done(Some(Ok(b))) => Chunk::Data(b),
-            Waited::Done(Some(Err(e))) => Chunk::Cut(classify::root(&e)),
-            Waited::Done(None) => Chunk::End,
-            Waited::Hung => Chunk::Hung,
-            Waited::Deadline => Chunk::Deadline,
-        }
-    }
-}
-
-/// Whether a stream's first bytes are Ollama's `{"error": ...}` line.
-fn error_line(first: &[u8]) -> bool {
-    let start = first
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(first.len());
-    let line = &first[start..];
-    line.starts_with(b"{\"error\"")
 }
 
 /// `base` + `path` as a URI for the hot path's client.
@@ -429,31 +248,33 @@ fn join(base: &str, path: &str) -> Result<reqwest::Url, String> {
     reqwest::Url::parse(&joined).map_err(|e| format!("'{joined}' is not a URL: {e}"))
 }
 
-enum Waited<T> {
-    Done(T),
-    Hung,
-    Deadline,
+/// One attempt's bounds, and what its failures are recorded against.
+struct Attempt {
+    target: ModelId,
+    started: Instant,
+    /// The request's deadline or the machine's `total`, whichever comes first.
+    deadline: Instant,
+    /// The machine's `total` is what `deadline` is: running out of it is the machine's
+    /// failure, not the request's.
+    machine_total: bool,
+    total: Duration,
 }
 
-enum Chunk {
-    Data(Bytes),
-    End,
-    Cut(String),
-    Hung,
-    Deadline,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::error_line;
-
-    #[test]
-    fn an_ollama_stream_that_opens_with_an_error_is_told() {
-        assert!(error_line(b"{\"error\":\"model failed to load\"}\n"));
-        assert!(error_line(b"\n  {\"error\": \"x\"}"));
-        assert!(!error_line(
-            b"{\"model\":\"m\",\"message\":{\"content\":\"{\\\"error\\\"\"}}"
-        ));
-        assert!(!error_line(b""));
+impl Attempt {
+    /// A failure the machine's breaker counts.
+    fn counted(&self, kind: FailureKind, fault: Fault, detail: String) -> Attempted {
+        Attempted::counted(self.target, kind, fault, detail)
     }
+
+    /// `deadline` ran out: whose failure that is depends on whose deadline it was.
+    fn past_deadline(&self) -> Attempted {
+        classify::past_deadline(self.target, self.started, self.machine_total, self.total)
+    }
+}
+
+/// Whether a 2xx answer is a stream (SSE or Ollama's NDJSON) rather than a whole body.
+fn streams(content_type: Option<&HeaderValue>) -> bool {
+    content_type.and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.starts_with("text/event-stream") || v.starts_with("application/x-ndjson")
+    })
 }

@@ -11,87 +11,32 @@ impl Breaker {
     /// Applies one event at `now`. Pure: same inputs, same outputs.
     pub fn step(mut self, event: Event, now: Instant, policy: &Policy) -> (Breaker, Output) {
         let mut transition = None;
+        let t = &mut transition;
         let decision = match event {
-            Event::Request => self.admit(now, &mut transition),
-            Event::Success(t) => {
-                if t.generation != self.generation {
-                    Decision::Stale
-                } else {
-                    self.on_success(t, policy, &mut transition);
-                    Decision::Recorded
-                }
+            Event::Request => self.admit(now, t),
+            // An outcome from an earlier cycle never decides the current one.
+            Event::Success(ticket) | Event::Failure(ticket, _)
+                if ticket.generation != self.generation =>
+            {
+                Decision::Stale
             }
-            Event::Failure(t, failure) => {
-                if t.generation != self.generation {
-                    Decision::Stale
-                } else {
-                    self.on_failure(Some(t), failure, now, policy, &mut transition);
-                    Decision::Recorded
-                }
-            }
-            Event::RateLimited(t, until) => {
-                self.rate_limited_until =
-                    Some(self.rate_limited_until.map_or(until, |u| u.max(until)));
-                self.release(t);
+            Event::Success(ticket) => self.on_success(ticket, policy, t),
+            Event::Failure(ticket, failure) => {
+                self.on_failure(Some(ticket), failure, now, policy, t);
                 Decision::Recorded
             }
-            Event::AuthFailed(t, why) => {
-                // A credentials problem is not a property of one cycle: it applies whatever
-                // the generation, and only a reload or a person lifts it.
-                self.release(t);
-                if self.phase != Phase::AuthFailed {
-                    self.last_reason = Some(why.clone());
-                    self.enter(Phase::AuthFailed, why, true, None, &mut transition);
-                }
+            Event::RateLimited(ticket, until) => self.on_rate_limited(ticket, until),
+            Event::AuthFailed(ticket, why) => self.on_auth_failed(ticket, why, t),
+            Event::Cancel(ticket) => {
+                self.release(ticket);
                 Decision::Recorded
             }
-            Event::Cancel(t) => {
-                self.release(t);
-                Decision::Recorded
-            }
-            Event::PeerProbe(t, until) => {
-                if t.probe && t.generation == self.generation && self.phase == Phase::HalfOpen {
-                    self.peer_probe_until = Some(until);
-                }
-                self.release(t);
-                Decision::Recorded
-            }
-            Event::HealthPassed => {
-                self.on_health_passed(now, policy, &mut transition);
-                Decision::Recorded
-            }
-            Event::HealthFailed(failure) => {
-                if matches!(self.phase, Phase::Closed | Phase::HalfOpen) {
-                    self.on_failure(None, failure, now, policy, &mut transition);
-                }
-                Decision::Recorded
-            }
-            // A manual action that would change nothing is no transition: nothing to ledger.
-            Event::ForceOpen(_) if self.phase == Phase::ForcedOpen => Decision::Recorded,
-            Event::ForceClose(_) | Event::Reset(_) if self.is_pristine() => Decision::Recorded,
-            Event::ForceOpen(why) => {
-                self.enter(Phase::ForcedOpen, why, false, None, &mut transition);
-                Decision::Recorded
-            }
-            Event::ForceClose(why) => {
-                self.close(why, false, &mut transition);
-                Decision::Recorded
-            }
-            Event::Reset(why) => {
-                let from = self.phase;
-                let generation = self.generation;
-                self = Breaker::new(policy);
-                self.generation = generation + 1;
-                transition = Some(Transition {
-                    from,
-                    to: Phase::Closed,
-                    reason: why,
-                    failures: 0,
-                    cooldown_until: None,
-                    remote_attempted: false,
-                });
-                Decision::Recorded
-            }
+            Event::PeerProbe(ticket, until) => self.on_peer_probe(ticket, until),
+            Event::HealthPassed => self.on_health_passed(now, policy, t),
+            Event::HealthFailed(failure) => self.on_health_failed(failure, now, policy, t),
+            Event::ForceOpen(why) => self.force_open(why, t),
+            Event::ForceClose(why) => self.force_close(why, t),
+            Event::Reset(why) => self.reset(why, policy, t),
         };
         (
             self,
@@ -150,7 +95,13 @@ impl Breaker {
         }
     }
 
-    fn on_success(&mut self, t: Ticket, policy: &Policy, transition: &mut Option<Transition>) {
+    /// A call of the current cycle succeeded.
+    fn on_success(
+        &mut self,
+        t: Ticket,
+        policy: &Policy,
+        transition: &mut Option<Transition>,
+    ) -> Decision {
         match self.phase {
             Phase::Closed => self.failures = 0,
             Phase::HalfOpen if t.probe => {
@@ -163,6 +114,7 @@ impl Breaker {
             }
             _ => {}
         }
+        Decision::Recorded
     }
 
     /// A qualifying failure, from a call (`ticket`) or a health check (`None`).
@@ -200,19 +152,20 @@ impl Breaker {
         }
     }
 
+    /// An active health check passed: it counts as a probe once the cooldown is over.
     fn on_health_passed(
         &mut self,
         now: Instant,
         policy: &Policy,
         transition: &mut Option<Transition>,
-    ) {
+    ) -> Decision {
         let due = match self.phase {
             Phase::Open => self.open_until.is_none_or(|u| u <= now),
             Phase::HalfOpen => !self.probe_in_flight,
             _ => false,
         };
         if !due {
-            return;
+            return Decision::Recorded;
         }
         if self.phase == Phase::Open {
             let reason = "cooldown passed; health check as probe".to_string();
@@ -223,6 +176,98 @@ impl Breaker {
             self.cooldown = policy.cooldown;
             self.close("health check passed".into(), true, transition);
         }
+        Decision::Recorded
+    }
+
+    /// An active health check failed: a qualifying failure while calls are admitted.
+    fn on_health_failed(
+        &mut self,
+        failure: Failure,
+        now: Instant,
+        policy: &Policy,
+        transition: &mut Option<Transition>,
+    ) -> Decision {
+        if matches!(self.phase, Phase::Closed | Phase::HalfOpen) {
+            self.on_failure(None, failure, now, policy, transition);
+        }
+        Decision::Recorded
+    }
+
+    /// 429 with a Retry-After that fits: not counted; the machine is skipped until the
+    /// latest such time.
+    fn on_rate_limited(&mut self, t: Ticket, until: Instant) -> Decision {
+        self.rate_limited_until = Some(self.rate_limited_until.map_or(until, |u| u.max(until)));
+        self.release(t);
+        Decision::Recorded
+    }
+
+    /// 401/403: the machine is paused until a reload or a person lifts it.
+    fn on_auth_failed(
+        &mut self,
+        t: Ticket,
+        why: String,
+        transition: &mut Option<Transition>,
+    ) -> Decision {
+        // A credentials problem is not a property of one cycle: it applies whatever
+        // the generation, and only a reload or a person lifts it.
+        self.release(t);
+        if self.phase != Phase::AuthFailed {
+            self.last_reason = Some(why.clone());
+            self.enter(Phase::AuthFailed, why, true, None, transition);
+        }
+        Decision::Recorded
+    }
+
+    /// Another router holds the probe this ticket was admitted as, until `until`.
+    fn on_peer_probe(&mut self, t: Ticket, until: Instant) -> Decision {
+        if t.probe && t.generation == self.generation && self.phase == Phase::HalfOpen {
+            self.peer_probe_until = Some(until);
+        }
+        self.release(t);
+        Decision::Recorded
+    }
+
+    /// Opened by a person until one closes it. A manual action that would change nothing
+    /// is no transition: nothing to ledger.
+    fn force_open(&mut self, why: String, transition: &mut Option<Transition>) -> Decision {
+        if self.phase != Phase::ForcedOpen {
+            self.enter(Phase::ForcedOpen, why, false, None, transition);
+        }
+        Decision::Recorded
+    }
+
+    /// Closed by a person; nothing to ledger when it is closed with nothing counted.
+    fn force_close(&mut self, why: String, transition: &mut Option<Transition>) -> Decision {
+        if !self.is_pristine() {
+            self.close(why, false, transition);
+        }
+        Decision::Recorded
+    }
+
+    /// Back to a new breaker, in a new cycle so no call of the old one decides it; nothing
+    /// to ledger when it is closed with nothing counted.
+    fn reset(
+        &mut self,
+        why: String,
+        policy: &Policy,
+        transition: &mut Option<Transition>,
+    ) -> Decision {
+        if self.is_pristine() {
+            return Decision::Recorded;
+        }
+        let from = self.phase;
+        let generation = self.generation;
+        *self = Breaker::new(policy);
+        self.generation = generation + 1;
+        *transition = Some(Transition {
+            from,
+            to: Phase::Closed,
+            reason: why,
+            failures: 0,
+            cooldown_until: None,
+            remote_attempted: false,
+        });
+        Decision::Recorded
     }
 
     pub(super) fn open(

@@ -1,6 +1,7 @@
 //! Each subcommand's body: what `labrouter <command>` does once its arguments are parsed.
 //! CLI glue, so errors are `anyhow` and results are printed here.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,118 +9,133 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 
 use super::Command;
-use crate::registry::Registry;
+use crate::registry::{Api, Registry};
 use crate::run::RunOptions;
 use crate::service::Service;
 
 /// Runs `command`; an error is for the binary to print and exit on.
-#[allow(clippy::print_stdout, reason = "the CLI's printing")]
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { config, workers } => serve(&config, workers.into()).await,
         Command::Status { url, json } => crate::status::print(&url, json).await,
         Command::Task { url, command } => super::task::run(&url, command).await,
-        Command::Check { file } => match Registry::load(&file) {
-            // The Redis URL lives in the environment; serve would refuse it too.
-            Ok(reg) if reg.cluster.is_some() => {
-                let var = reg
-                    .cluster
-                    .as_ref()
-                    .map_or("", |c| c.redis_url_env.as_str());
-                match crate::cluster::Endpoint::from_env(var) {
-                    Ok(_) => check_ok(&file, &reg),
-                    Err(e) => {
-                        eprintln!("{}: cluster: {e}", file.display());
-                        Ok(ExitCode::FAILURE)
-                    }
-                }
-            }
-            Ok(reg) => check_ok(&file, &reg),
-            Err(e) => {
-                eprintln!("{e}");
-                Ok(ExitCode::FAILURE)
-            }
-        },
+        Command::Check { file } => check(&file),
         Command::Route {
             text,
             config,
             model,
             image,
-        } => {
-            let reg = Registry::load(&config)?;
-            let router = crate::route::Matcher::new(&reg);
-            let decision = match router.decide(&reg, None, model.as_deref(), &text, image) {
-                Ok(d) => d,
-                Err(e) => bail!("{e}"),
-            };
-            let chain: Vec<String> = decision
-                .chain(&reg)
-                .iter()
-                .map(|&m| reg.target_name(m))
-                .collect();
-            println!("route: {}", decision.label(&reg));
-            println!("chain: {}", chain.join(" -> "));
-            println!("why:   {}", decision.why_words());
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Replay { trace } => {
-            let text = std::fs::read_to_string(&trace)
-                .with_context(|| format!("cannot read {}", trace.display()))?;
-            match crate::replay::replay(&text) {
-                Ok(receipt) => {
-                    println!("{}", receipt.to_json());
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    eprintln!("{}: {e}", trace.display());
-                    Ok(ExitCode::FAILURE)
-                }
-            }
-        }
-        Command::Sim { listen, name, api } => {
-            let api = crate::registry::Api::from(api);
-            let sim = crate::sim::Sim::start_with(&name, listen, api)
-                .await
-                .with_context(|| format!("cannot listen on {listen}"))?;
-            tracing::info!(url = %sim.base_url(), %name, api = api.as_str(), "simulated machine serving; Ctrl-C stops it");
-            shutdown_signal().await;
-            sim.shutdown();
-            Ok(ExitCode::SUCCESS)
-        }
+        } => route(&config, &text, model.as_deref(), image),
+        Command::Replay { trace } => replay(&trace),
+        Command::Sim { listen, name, api } => sim(listen, &name, api.into()).await,
         Command::Digest {
             print,
             send,
             config,
-        } => {
-            let reg = Registry::load(&config)?;
-            if print {
-                let parts = crate::telegram::render_offline(&reg, jiff::Timestamp::now()).await?;
-                let text: Vec<String> = parts
-                    .iter()
-                    .map(|p| crate::telegram::text::plain(p))
-                    .collect();
-                println!("{}", text.join("\n\n"));
-            }
-            if send {
-                let n = crate::telegram::send_offline(&reg).await?;
-                eprintln!("digest sent ({n} message{})", if n == 1 { "" } else { "s" });
-            }
-            Ok(ExitCode::SUCCESS)
+        } => digest(&config, print, send).await,
+        Command::Demo { speed, no_progress } => demo(speed, no_progress).await,
+    }
+}
+
+/// `labrouter check`: the registry loads, and a cluster's Redis URL is in the environment
+/// (serve would refuse it too).
+fn check(file: &Path) -> anyhow::Result<ExitCode> {
+    let reg = match Registry::load(file) {
+        Ok(reg) => reg,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::FAILURE);
         }
-        Command::Demo { speed, no_progress } => {
-            use std::io::IsTerminal;
-            let mut out = std::io::stdout();
-            let opts = crate::demo::Options {
-                speed,
-                progress: !no_progress && out.is_terminal(),
-            };
-            let summary = crate::demo::run(&opts, &mut out).await?;
-            Ok(match summary.failed {
-                0 => ExitCode::SUCCESS,
-                _ => ExitCode::FAILURE,
-            })
+    };
+    if let Some(cluster) = &reg.cluster {
+        if let Err(e) = crate::cluster::Endpoint::from_env(&cluster.redis_url_env) {
+            eprintln!("{}: cluster: {e}", file.display());
+            return Ok(ExitCode::FAILURE);
         }
     }
+    check_ok(file, &reg)
+}
+
+/// `labrouter route`: the route, chain and why for a prompt, printed.
+#[allow(clippy::print_stdout, reason = "the CLI's printing")]
+fn route(config: &Path, text: &str, model: Option<&str>, image: bool) -> anyhow::Result<ExitCode> {
+    let reg = Registry::load(config)?;
+    let router = crate::route::Matcher::new(&reg);
+    let decision = match router.decide(&reg, None, model, text, image) {
+        Ok(d) => d,
+        Err(e) => bail!("{e}"),
+    };
+    let chain: Vec<String> = decision
+        .chain(&reg)
+        .iter()
+        .map(|&m| reg.target_name(m))
+        .collect();
+    println!("route: {}", decision.label(&reg));
+    println!("chain: {}", chain.join(" -> "));
+    println!("why:   {}", decision.why_words());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `labrouter replay`: a trace's receipt, printed as JSON.
+#[allow(clippy::print_stdout, reason = "the CLI's printing")]
+fn replay(trace: &Path) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(trace)
+        .with_context(|| format!("cannot read {}", trace.display()))?;
+    match crate::replay::replay(&text) {
+        Ok(receipt) => {
+            println!("{}", receipt.to_json());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("{}: {e}", trace.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `labrouter sim`: a simulated machine on `listen` until Ctrl-C or SIGTERM.
+async fn sim(listen: SocketAddr, name: &str, api: Api) -> anyhow::Result<ExitCode> {
+    let sim = crate::sim::Sim::start_with(name, listen, api)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(url = %sim.base_url(), %name, api = api.as_str(), "simulated machine serving; Ctrl-C stops it");
+    shutdown_signal().await;
+    sim.shutdown();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `labrouter digest`: the Telegram digest printed, sent, or both.
+#[allow(clippy::print_stdout, reason = "the CLI's printing")]
+async fn digest(config: &Path, print: bool, send: bool) -> anyhow::Result<ExitCode> {
+    let reg = Registry::load(config)?;
+    if print {
+        let parts = crate::telegram::render_offline(&reg, jiff::Timestamp::now()).await?;
+        let text: Vec<String> = parts
+            .iter()
+            .map(|p| crate::telegram::text::plain(p))
+            .collect();
+        println!("{}", text.join("\n\n"));
+    }
+    if send {
+        let n = crate::telegram::send_offline(&reg).await?;
+        eprintln!("digest sent ({n} message{})", if n == 1 { "" } else { "s" });
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `labrouter demo`: the scripted evening; fails when any request or task failed.
+async fn demo(speed: f64, no_progress: bool) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let mut out = std::io::stdout();
+    let opts = crate::demo::Options {
+        speed,
+        progress: !no_progress && out.is_terminal(),
+    };
+    let summary = crate::demo::run(&opts, &mut out).await?;
+    Ok(match summary.failed {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
 }
 
 /// `labrouter serve`: binds `server.listen` and runs the whole service until Ctrl-C or

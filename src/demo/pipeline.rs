@@ -178,9 +178,29 @@ impl Pipeline {
         let held_before = self.held();
         let tasks = self.tasks().await;
         let held = held_before && self.held();
+        let mut lines = Vec::new();
+        let look = self.look(tasks, held, &mut lines);
+        self.succeeded = look.succeeded;
+        let failed = look.ended_badly + self.refused.len() as u64;
+        if self.told < Told::Waiting && held && look.waiting > 0 {
+            self.told = Told::Waiting;
+            lines.extend(self.waiting_lines(&look, failed));
+        } else if self.told == Told::Waiting && look.succeeded > 0 {
+            self.told = Told::Running;
+            lines.push(self.running_line(&look, failed));
+        }
+        if let Some(line) = self.finished_line(&look, failed) {
+            self.told = Told::Finished;
+            lines.push(line);
+        }
+        lines
+    }
+
+    /// Counts `tasks` by status; notes the ready ones as having waited when every machine
+    /// they accept is `held` back, and tells each failure once, in `lines`.
+    fn look(&mut self, tasks: Vec<Task>, held: bool, lines: &mut Vec<String>) -> Look {
         let follow_ups: HashSet<&TaskId> = self.follow_ups.iter().collect();
         let mut look = Look::default();
-        let mut lines = Vec::new();
         for t in tasks {
             match t.status {
                 TaskStatus::Blocked => look.blocked += 1,
@@ -210,60 +230,67 @@ impl Pipeline {
                 }
             }
         }
-        self.succeeded = look.succeeded;
-        let failed = look.ended_badly + self.refused.len() as u64;
-        if self.told < Told::Waiting && held && look.waiting > 0 {
-            self.told = Told::Waiting;
+        look
+    }
+
+    /// The tasks wait out the outage: how many, and what one of them says it waits for.
+    fn waiting_lines(&self, look: &Look, failed: u64) -> Vec<String> {
+        let mut lines = vec![format!(
+            "tasks: {} waiting (every target of route '{ROUTE}' they accept is held back: {}), {} follow-ups blocked on them, {failed} failed",
+            look.ready,
+            self.targets(),
+            look.blocked
+        )];
+        if let Some(t) = &look.example {
             lines.push(format!(
-                "tasks: {} waiting (every target of route '{ROUTE}' they accept is held back: {}), {} follow-ups blocked on them, {failed} failed",
-                look.ready,
-                self.targets(),
-                look.blocked
-            ));
-            if let Some(t) = &look.example {
-                lines.push(format!(
-                    "  task {} is waiting: {}; the {} others queue behind it, sending nothing",
-                    t.id,
-                    t.waiting_for.as_deref().unwrap_or("(no reason given)"),
-                    look.ready.saturating_sub(1)
-                ));
-            }
-        } else if self.told == Told::Waiting && look.succeeded > 0 {
-            self.told = Told::Running;
-            let back: Vec<&str> = self
-                .accepted
-                .iter()
-                .filter(|&&(m, _)| self.fleet.machines.phase(m) == Phase::Closed)
-                .map(|(_, t)| t.as_str())
-                .collect();
-            let back = match back.is_empty() {
-                true => "a probe served".to_string(),
-                false => format!("{} is back", back.join(", ")),
-            };
-            lines.push(format!(
-                "tasks: running again ({back}): {} finished, {} running, {} ready, {} follow-ups blocked, {failed} failed",
-                look.succeeded, look.running, look.ready, look.blocked
-            ));
-        }
-        let unfinished = look.blocked + look.ready + look.running;
-        let known = (self.reviews.len() + self.follow_ups.len()) as u64;
-        if self.told >= Told::Submitted
-            && unfinished == 0
-            && look.succeeded + look.ended_badly == known
-        {
-            self.told = Told::Finished;
-            let verdict = match failed {
-                0 => "0 failed".to_string(),
-                n => format!("{n} FAILED"),
-            };
-            lines.push(format!(
-                "tasks: all {known} finished: {} succeeded ({} had waited out the outage; {} follow-ups ran with their review's answer), {verdict}",
-                look.succeeded,
-                self.waited.len(),
-                look.follow_ups_ran
+                "  task {} is waiting: {}; the {} others queue behind it, sending nothing",
+                t.id,
+                t.waiting_for.as_deref().unwrap_or("(no reason given)"),
+                look.ready.saturating_sub(1)
             ));
         }
         lines
+    }
+
+    /// The tasks run again: which machine is back (or that a probe served), and the counts.
+    fn running_line(&self, look: &Look, failed: u64) -> String {
+        let back: Vec<&str> = self
+            .accepted
+            .iter()
+            .filter(|&&(m, _)| self.fleet.machines.phase(m) == Phase::Closed)
+            .map(|(_, t)| t.as_str())
+            .collect();
+        let back = match back.is_empty() {
+            true => "a probe served".to_string(),
+            false => format!("{} is back", back.join(", ")),
+        };
+        format!(
+            "tasks: running again ({back}): {} finished, {} running, {} ready, {} follow-ups blocked, {failed} failed",
+            look.succeeded, look.running, look.ready, look.blocked
+        )
+    }
+
+    /// Every task submitted has ended: how many succeeded, waited and failed; none while
+    /// any is unfinished.
+    fn finished_line(&self, look: &Look, failed: u64) -> Option<String> {
+        let unfinished = look.blocked + look.ready + look.running;
+        let known = (self.reviews.len() + self.follow_ups.len()) as u64;
+        if self.told < Told::Submitted
+            || unfinished != 0
+            || look.succeeded + look.ended_badly != known
+        {
+            return None;
+        }
+        let verdict = match failed {
+            0 => "0 failed".to_string(),
+            n => format!("{n} FAILED"),
+        };
+        Some(format!(
+            "tasks: all {known} finished: {} succeeded ({} had waited out the outage; {} follow-ups ran with their review's answer), {verdict}",
+            look.succeeded,
+            self.waited.len(),
+            look.follow_ups_ran
+        ))
     }
 
     /// The pipeline's part of the summary, read from the tasks as they ended.

@@ -103,6 +103,19 @@ fn row(f: &mut fmt::Formatter<'_>, label: &str, n: u64, note: &str) -> fmt::Resu
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "Summary after {:.1}s", self.elapsed.as_secs_f64())?;
+        self.requests(f)?;
+        writeln!(f)?;
+        self.tasks.pipeline(f)?;
+        writeln!(f)?;
+        self.machine_table(f)?;
+        writeln!(f)?;
+        self.savings(f)
+    }
+}
+
+impl Summary {
+    /// The interactive requests' counts.
+    fn requests(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  interactive requests:")?;
         row(f, "sent", self.sent, "")?;
         row(f, "served", self.served, "")?;
@@ -112,44 +125,12 @@ impl fmt::Display for Summary {
             self.rerouted,
             "served by a later target of their route's chain",
         )?;
-        row(f, "failed", self.requests_failed, "")?;
-        writeln!(f)?;
-        let t = &self.tasks;
-        writeln!(f, "  the evening pipeline (tasks):")?;
-        row(
-            f,
-            "submitted",
-            t.submitted,
-            &format!(
-                "{} reviews + {} follow-ups, each after its review",
-                t.submitted - t.follow_ups,
-                t.follow_ups
-            ),
-        )?;
-        row(
-            f,
-            "waited",
-            t.waited,
-            "ready while every machine they accept was held back by its breaker",
-        )?;
-        row(f, "finished", t.finished, "")?;
-        row(f, "failed", t.failed, "")?;
-        row(
-            f,
-            "sent to dead",
-            t.sent_to_down,
-            &format!(
-                "failed tries in their attempt lists; a queue retrying each waiting task 3 times: {}",
-                3 * t.waited
-            ),
-        )?;
-        row(
-            f,
-            "follow-ups ran",
-            t.follow_ups_ran,
-            "each with its review's answer in place of {{after.0}}",
-        )?;
-        writeln!(f)?;
+        row(f, "failed", self.requests_failed, "")
+    }
+
+    /// Each machine's trips, probes and the requests it was sent while down, beside what a
+    /// retrying client would have sent.
+    fn machine_table(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "  {:<11} {:>5} {:>13} {:>19} {:>21} {:>15}",
@@ -172,8 +153,12 @@ impl fmt::Display for Summary {
                 m.retry3_attempts()
             )?;
         }
+        Ok(())
+    }
+
+    /// The closing paragraph: the attempts at dead machines saved, and what failed.
+    fn savings(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let sum = |g: fn(&MachineSummary) -> u64| self.machines.iter().map(g).sum::<u64>();
-        writeln!(f)?;
         writeln!(
             f,
             "  While machines were down, labrouter sent them {} requests: the failures that tripped",
@@ -195,8 +180,48 @@ impl fmt::Display for Summary {
             self.saved(),
             self.requests_failed,
             self.sent,
-            t.failed,
-            t.planned
+            self.tasks.failed,
+            self.tasks.planned
+        )
+    }
+}
+
+impl TaskSummary {
+    /// The evening pipeline's counts.
+    fn pipeline(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  the evening pipeline (tasks):")?;
+        row(
+            f,
+            "submitted",
+            self.submitted,
+            &format!(
+                "{} reviews + {} follow-ups, each after its review",
+                self.submitted - self.follow_ups,
+                self.follow_ups
+            ),
+        )?;
+        row(
+            f,
+            "waited",
+            self.waited,
+            "ready while every machine they accept was held back by its breaker",
+        )?;
+        row(f, "finished", self.finished, "")?;
+        row(f, "failed", self.failed, "")?;
+        row(
+            f,
+            "sent to dead",
+            self.sent_to_down,
+            &format!(
+                "failed tries in their attempt lists; a queue retrying each waiting task 3 times: {}",
+                3 * self.waited
+            ),
+        )?;
+        row(
+            f,
+            "follow-ups ran",
+            self.follow_ups_ran,
+            "each with its review's answer in place of {{after.0}}",
         )
     }
 }

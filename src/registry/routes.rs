@@ -19,67 +19,9 @@ pub(super) fn validate_routes(
     let mut default_route = None;
     for r in &raw.value {
         let name = &r.name.value;
-        if name.is_empty() || name == "auto" {
-            return err(
-                r.name.referenced,
-                format!("route name '{name}' is reserved or empty; expected another name"),
-            );
-        }
-        if routes.iter().any(|x| &x.name == name) {
-            return err(
-                r.name.referenced,
-                format!("duplicate route name '{name}'; expected each route name once"),
-            );
-        }
-        if models.iter().any(|m| &m.name == name) {
-            return err(
-                r.name.referenced,
-                format!("route name '{name}' is also a model name; expected distinct names"),
-            );
-        }
-        let chain_raw = match &r.chain {
-            Some(c) if !c.value.is_empty() => c,
-            Some(c) => {
-                return err(
-                    c.referenced,
-                    format!("route '{name}': expected a chain of at least one model"),
-                )
-            }
-            None => {
-                return err(
-                    r.name.referenced,
-                    format!("route '{name}': missing chain (expected a list of models)"),
-                )
-            }
-        };
-        let mut chain = Vec::with_capacity(chain_raw.value.len());
-        for entry in &chain_raw.value {
-            let Some(i) = models.iter().position(|m| m.name == entry.value) else {
-                let known: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
-                return err(
-                    entry.referenced,
-                    format!(
-                        "route '{name}': unknown model '{}' in chain; expected one of: {}",
-                        entry.value,
-                        known.join(", ")
-                    ),
-                );
-            };
-            chain.push(ModelId(i));
-        }
-        let mut keywords: Vec<String> = Vec::with_capacity(r.keywords.len());
-        for k in &r.keywords {
-            let k_norm = k.value.trim().to_lowercase();
-            if k_norm.is_empty() {
-                return err(
-                    k.referenced,
-                    format!("route '{name}': expected a non-empty keyword"),
-                );
-            }
-            if !keywords.contains(&k_norm) {
-                keywords.push(k_norm);
-            }
-        }
+        check_name(r, &routes, models)?;
+        let chain = chain(r, models)?;
+        let keywords = keywords(r)?;
         if let Some(d) = &r.default {
             if d.value {
                 if let Some(first) = default_route {
@@ -100,4 +42,83 @@ pub(super) fn validate_routes(
         });
     }
     Ok((routes, default_route.unwrap_or(0)))
+}
+
+/// A route's name: not empty, not `auto` (which asks for keyword routing), and not
+/// another route's or a model's, so `model: NAME` means one thing.
+fn check_name(r: &RawRoute, routes: &[Route], models: &[Model]) -> Result<(), Invalid> {
+    let name = &r.name.value;
+    if name.is_empty() || name == "auto" {
+        return err(
+            r.name.referenced,
+            format!("route name '{name}' is reserved or empty; expected another name"),
+        );
+    }
+    if routes.iter().any(|x| &x.name == name) {
+        return err(
+            r.name.referenced,
+            format!("duplicate route name '{name}'; expected each route name once"),
+        );
+    }
+    if models.iter().any(|m| &m.name == name) {
+        return err(
+            r.name.referenced,
+            format!("route name '{name}' is also a model name; expected distinct names"),
+        );
+    }
+    Ok(())
+}
+
+/// A route's fallback chain: at least one model, each one of `models:`.
+fn chain(r: &RawRoute, models: &[Model]) -> Result<Vec<ModelId>, Invalid> {
+    let name = &r.name.value;
+    let chain_raw = match &r.chain {
+        Some(c) if !c.value.is_empty() => c,
+        Some(c) => {
+            return err(
+                c.referenced,
+                format!("route '{name}': expected a chain of at least one model"),
+            )
+        }
+        None => {
+            return err(
+                r.name.referenced,
+                format!("route '{name}': missing chain (expected a list of models)"),
+            )
+        }
+    };
+    let mut chain = Vec::with_capacity(chain_raw.value.len());
+    for entry in &chain_raw.value {
+        let Some(i) = models.iter().position(|m| m.name == entry.value) else {
+            let known: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+            return err(
+                entry.referenced,
+                format!(
+                    "route '{name}': unknown model '{}' in chain; expected one of: {}",
+                    entry.value,
+                    known.join(", ")
+                ),
+            );
+        };
+        chain.push(ModelId(i));
+    }
+    Ok(chain)
+}
+
+/// A route's keywords, trimmed and lower-cased (the matcher compares them so), each once.
+fn keywords(r: &RawRoute) -> Result<Vec<String>, Invalid> {
+    let mut keywords: Vec<String> = Vec::with_capacity(r.keywords.len());
+    for k in &r.keywords {
+        let k_norm = k.value.trim().to_lowercase();
+        if k_norm.is_empty() {
+            return err(
+                k.referenced,
+                format!("route '{}': expected a non-empty keyword", r.name.value),
+            );
+        }
+        if !keywords.contains(&k_norm) {
+            keywords.push(k_norm);
+        }
+    }
+    Ok(keywords)
 }

@@ -78,25 +78,7 @@ pub(super) fn validate_tasks(
 ) -> Result<Tasks, Invalid> {
     let none = RawTasks::default();
     let t = raw.tasks.as_ref().unwrap_or(&none);
-    let max_request_body = match (
-        &t.max_request_body,
-        size(
-            &t.max_request_body,
-            REQUEST_BODY_DEFAULT.min(server.max_body),
-            "tasks.max_request_body",
-        )?,
-    ) {
-        (Some(s), n) if n > server.max_body => {
-            return err(
-                s.referenced,
-                format!(
-                    "tasks.max_request_body: expected a size of at most server.max_body ({} bytes), since a task arrives in a request body, got '{}'",
-                    server.max_body, s.value
-                ),
-            )
-        }
-        (_, n) => n,
-    };
+    let max_request_body = max_request_body(t, server)?;
     let max_queued = count(
         &t.max_queued,
         MAX_QUEUED_DEFAULT,
@@ -108,22 +90,7 @@ pub(super) fn validate_tasks(
         .as_ref()
         .map(|_| count(&t.max_queued_per_key, 0, "max_queued_per_key", max_queued))
         .transpose()?;
-    let max_finished_bytes = match &t.max_finished_bytes {
-        Some(s) => {
-            let n = size(&t.max_finished_bytes, 0, "tasks.max_finished_bytes")?;
-            if n < FINISHED_BYTES_LEAST {
-                return err(
-                    s.referenced,
-                    format!(
-                        "tasks.max_finished_bytes: expected a size of at least 1MiB, got '{}'",
-                        s.value
-                    ),
-                );
-            }
-            n
-        }
-        None => FINISHED_BYTES_DEFAULT,
-    };
+    let max_finished_bytes = max_finished_bytes(t)?;
     Ok(Tasks {
         max_running: count(
             &t.max_running,
@@ -151,6 +118,45 @@ pub(super) fn validate_tasks(
         callback_allow: callback_allow(&t.callback_allow)?,
         callback_secret_env: t.callback_secret_env.as_ref().map(env_name).transpose()?,
     })
+}
+
+/// `max_request_body`: at most `server.max_body`, since a task arrives in a request body.
+fn max_request_body(t: &RawTasks, server: &Server) -> Result<usize, Invalid> {
+    match (
+        &t.max_request_body,
+        size(
+            &t.max_request_body,
+            REQUEST_BODY_DEFAULT.min(server.max_body),
+            "tasks.max_request_body",
+        )?,
+    ) {
+        (Some(s), n) if n > server.max_body => err(
+            s.referenced,
+            format!(
+                "tasks.max_request_body: expected a size of at most server.max_body ({} bytes), since a task arrives in a request body, got '{}'",
+                server.max_body, s.value
+            ),
+        ),
+        (_, n) => Ok(n),
+    }
+}
+
+/// `max_finished_bytes`: at least 1MiB when written.
+fn max_finished_bytes(t: &RawTasks) -> Result<usize, Invalid> {
+    let Some(s) = &t.max_finished_bytes else {
+        return Ok(FINISHED_BYTES_DEFAULT);
+    };
+    let n = size(&t.max_finished_bytes, 0, "tasks.max_finished_bytes")?;
+    if n < FINISHED_BYTES_LEAST {
+        return err(
+            s.referenced,
+            format!(
+                "tasks.max_finished_bytes: expected a size of at least 1MiB, got '{}'",
+                s.value
+            ),
+        );
+    }
+    Ok(n)
 }
 
 /// A whole number from 1 to `max`, or `fallback` when not written.

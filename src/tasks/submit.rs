@@ -72,29 +72,68 @@ fn bad<T>(msg: impl Into<String>) -> Result<T, Invalid> {
 }
 
 /// Reads a submit body against `reg` at `now`. The `after` ids are only checked for form
-/// here; that they name tasks of the same owner is the caller's (the store's) check.
+/// here; that they name tasks of the same owner is the caller's (the store's) check. Fields
+/// are checked in the order a reader meets them, so the first thing wrong is what is said.
 pub fn read(body: &[u8], reg: &Registry, now: SystemTime) -> Result<NewTask, Invalid> {
     let b: Body<'_> = serde_json::from_slice(body)
         .map_err(|e| Invalid::Bad(format!("task: {}", crate::text::bounded(&e.to_string()))))?;
     let limits = &reg.tasks;
-    let endpoint = match b.endpoint.as_deref() {
-        None => Endpoint::Chat,
-        Some(e) => match endpoint_from(e) {
-            Some(e) => e,
-            None => {
-                return bad(format!(
-                    "endpoint: '{}' is not one of chat/completions, completions, embeddings",
-                    crate::text::bounded(e)
-                ))
-            }
-        },
+    let endpoint = endpoint(b.endpoint.as_deref())?;
+    let request = request(b.request, endpoint, limits.max_request_body)?;
+    if let Some(r) = &b.route {
+        route(r, reg)?;
+    }
+    let after = after(&b.after)?;
+    check_placeholders(b.request.get(), after.len())?;
+    let deadline = match b.deadline.as_deref() {
+        None => now + limits.default_deadline,
+        Some(d) => deadline(d, now)?,
     };
-    let raw = b.request.get().as_bytes();
-    if raw.len() > limits.max_request_body {
+    let priority = priority(b.priority)?;
+    let max_attempts = match b.max_attempts {
+        None => limits.max_attempts,
+        Some(n) => max_attempts(n)?,
+    };
+    let callback = match b.callback {
+        None => None,
+        Some(c) => Some(callback_url(&c.url, reg)?),
+    };
+    metadata(&b.metadata)?;
+    Ok(NewTask {
+        endpoint,
+        request,
+        route: b.route,
+        accept: b.accept.unwrap_or_default(),
+        after,
+        deadline,
+        priority,
+        max_attempts,
+        callback,
+        metadata: b.metadata,
+    })
+}
+
+/// `endpoint`: chat completions when absent.
+fn endpoint(e: Option<&str>) -> Result<Endpoint, Invalid> {
+    match e {
+        None => Ok(Endpoint::Chat),
+        Some(e) => endpoint_from(e).ok_or_else(|| {
+            Invalid::Bad(format!(
+                "endpoint: '{}' is not one of chat/completions, completions, embeddings",
+                crate::text::bounded(e)
+            ))
+        }),
+    }
+}
+
+/// `request`: the body the client would POST to `endpoint`, within `max` bytes, kept whole
+/// (not streamed), and naming its model when it embeds.
+fn request(raw: &RawValue, endpoint: Endpoint, max: usize) -> Result<Bytes, Invalid> {
+    let raw = raw.get().as_bytes();
+    if raw.len() > max {
         return Err(Invalid::TooLarge(format!(
-            "request: {} bytes is larger than tasks.max_request_body ({} bytes)",
+            "request: {} bytes is larger than tasks.max_request_body ({max} bytes)",
             raw.len(),
-            limits.max_request_body
         )));
     }
     if !raw.starts_with(b"{") {
@@ -111,24 +150,29 @@ pub fn read(body: &[u8], reg: &Registry, now: SystemTime) -> Result<NewTask, Inv
     {
         return bad("request: embeddings need a model: keyword routing could embed with a different model each time");
     }
-    if let Some(r) = &b.route {
-        if reg.routes.iter().all(|x| &x.name != r) {
-            let names: Vec<&str> = reg.routes.iter().map(|x| x.name.as_str()).collect();
-            return bad(format!(
-                "route: no route '{}'; expected one of: {}",
-                crate::text::bounded(r),
-                names.join(", ")
-            ));
-        }
+    Ok(request)
+}
+
+/// `route`: one of the registry's routes.
+fn route(r: &str, reg: &Registry) -> Result<(), Invalid> {
+    if reg.routes.iter().any(|x| x.name == r) {
+        return Ok(());
     }
-    if b.after.len() > MAX_AFTER {
-        return bad(format!(
-            "after: {} tasks; at most {MAX_AFTER}",
-            b.after.len()
-        ));
+    let names: Vec<&str> = reg.routes.iter().map(|x| x.name.as_str()).collect();
+    bad(format!(
+        "route: no route '{}'; expected one of: {}",
+        crate::text::bounded(r),
+        names.join(", ")
+    ))
+}
+
+/// `after`: at most [`MAX_AFTER`] task ids, each well formed and named once.
+fn after(ids: &[String]) -> Result<Vec<TaskId>, Invalid> {
+    if ids.len() > MAX_AFTER {
+        return bad(format!("after: {} tasks; at most {MAX_AFTER}", ids.len()));
     }
-    let mut after = Vec::with_capacity(b.after.len());
-    for (i, a) in b.after.iter().enumerate() {
+    let mut after = Vec::with_capacity(ids.len());
+    for (i, a) in ids.iter().enumerate() {
         let id: TaskId = a
             .parse()
             .map_err(|e: String| Invalid::Bad(format!("after[{i}]: {e}")))?;
@@ -137,32 +181,37 @@ pub fn read(body: &[u8], reg: &Registry, now: SystemTime) -> Result<NewTask, Inv
         }
         after.push(id);
     }
-    check_placeholders(b.request.get(), after.len())?;
-    let deadline = match b.deadline.as_deref() {
-        None => now + limits.default_deadline,
-        Some(d) => deadline(d, now)?,
-    };
-    let priority = match b.priority {
-        None => 0,
-        Some(p) if (-100..=100).contains(&p) => p as i32,
-        Some(p) => return bad(format!("priority: {p} is outside -100..100")),
-    };
-    let max_attempts = match b.max_attempts {
-        None => limits.max_attempts,
-        Some(n) if (1..=100).contains(&n) => n as u32,
-        Some(n) => return bad(format!("max_attempts: {n} is outside 1..100")),
-    };
-    let callback = match b.callback {
-        None => None,
-        Some(c) => Some(callback_url(&c.url, reg)?),
-    };
-    if b.metadata.len() > MAX_METADATA {
+    Ok(after)
+}
+
+/// `priority`: -100 to 100, 0 when absent.
+fn priority(p: Option<i64>) -> Result<i32, Invalid> {
+    match p {
+        None => Ok(0),
+        Some(p) if (-100..=100).contains(&p) => Ok(p as i32),
+        Some(p) => bad(format!("priority: {p} is outside -100..100")),
+    }
+}
+
+/// `max_attempts`: 1 to 100.
+fn max_attempts(n: i64) -> Result<u32, Invalid> {
+    if (1..=100).contains(&n) {
+        Ok(n as u32)
+    } else {
+        bad(format!("max_attempts: {n} is outside 1..100"))
+    }
+}
+
+/// `metadata`: at most [`MAX_METADATA`] pairs, each of bounded size, so a task's row stays
+/// small whatever a client sends.
+fn metadata(pairs: &BTreeMap<String, String>) -> Result<(), Invalid> {
+    if pairs.len() > MAX_METADATA {
         return bad(format!(
             "metadata: {} pairs; at most {MAX_METADATA}",
-            b.metadata.len()
+            pairs.len()
         ));
     }
-    for (k, v) in &b.metadata {
+    for (k, v) in pairs {
         if k.is_empty() || k.len() > MAX_METADATA_KEY {
             return bad(format!(
                 "metadata: key '{}' must be 1 to {MAX_METADATA_KEY} bytes",
@@ -177,18 +226,7 @@ pub fn read(body: &[u8], reg: &Registry, now: SystemTime) -> Result<NewTask, Inv
             ));
         }
     }
-    Ok(NewTask {
-        endpoint,
-        request,
-        route: b.route,
-        accept: b.accept.unwrap_or_default(),
-        after,
-        deadline,
-        priority,
-        max_attempts,
-        callback,
-        metadata: b.metadata,
-    })
+    Ok(())
 }
 
 /// `deadline`: a duration from now (`2h`) or an RFC 3339 time, in the future and within
@@ -261,3 +299,6 @@ fn callback_url(url: &str, reg: &Registry) -> Result<String, Invalid> {
 pub fn left(deadline: SystemTime, now: SystemTime) -> Duration {
     deadline.duration_since(now).unwrap_or(Duration::ZERO)
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,7 +12,8 @@ use bytes::Bytes;
 use futures_util::stream::{self, Stream};
 use tokio::time::Instant;
 
-use super::{Chunk, Upstream};
+use super::alive::Chunk;
+use super::Upstream;
 use crate::breaker::{Failure, FailureKind};
 use crate::machines::Lease;
 use crate::outcome::words;

@@ -150,6 +150,23 @@ const TRIES_SHOWN: usize = 8;
 
 /// `labrouter task show`: the whole task for a person.
 pub fn summary(t: &TaskView) -> String {
+    let mut out = String::new();
+    for (k, v) in fields(t) {
+        out.push_str(&format!("{k:<10} {v}\n"));
+    }
+    if !t.attempts.is_empty() {
+        out.push_str(&tries(&t.attempts));
+    }
+    if let Some(r) = &t.result {
+        out.push_str("answer:\n");
+        out.push_str(result_text(r).trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The task's fields as labelled rows, the ones it lacks left out.
+fn fields(t: &TaskView) -> Vec<(&'static str, String)> {
     let mut rows: Vec<(&str, String)> =
         vec![("task", t.id.clone()), ("status", t.status.to_string())];
     if let Some(w) = &t.waiting_for {
@@ -179,17 +196,7 @@ pub fn summary(t: &TaskView) -> String {
     }
     rows.push(("deadline", t.deadline.clone()));
     if let Some(c) = &t.callback {
-        let mut s = format!(
-            "{} {} ({} attempt{})",
-            c.url,
-            c.state,
-            c.attempts,
-            if c.attempts == 1 { "" } else { "s" }
-        );
-        if let Some(e) = &c.last_error {
-            s.push_str(&format!(": {e}"));
-        }
-        rows.push(("callback", s));
+        rows.push(("callback", callback_words(c)));
     }
     if let Some(r) = &t.result {
         rows.push(("served by", format!("{} (HTTP {})", r.target, r.status)));
@@ -197,34 +204,43 @@ pub fn summary(t: &TaskView) -> String {
     if let Some(e) = &t.error {
         rows.push(("error", error_words(e)));
     }
-    let mut out = String::new();
-    for (k, v) in rows {
-        out.push_str(&format!("{k:<10} {v}\n"));
+    rows
+}
+
+/// A callback's URL, delivery state, attempts and last error.
+fn callback_words(c: &CallbackView) -> String {
+    let mut s = format!(
+        "{} {} ({} attempt{})",
+        c.url,
+        c.state,
+        c.attempts,
+        if c.attempts == 1 { "" } else { "s" }
+    );
+    if let Some(e) = &c.last_error {
+        s.push_str(&format!(": {e}"));
     }
-    if !t.attempts.is_empty() {
-        let skip = t.attempts.len().saturating_sub(TRIES_SHOWN);
-        out.push_str("tries:\n");
-        if skip > 0 {
-            out.push_str(&format!("  ({skip} earlier; --json lists them)\n"));
-        }
-        for a in &t.attempts[skip..] {
-            let mut line = format!("  {}  {}  {}", a.at, a.target, a.outcome);
-            if let Some(r) = &a.reason {
-                line.push_str(&format!("  {r}"));
-            }
-            if let Some(d) = &a.detail {
-                line.push_str(&format!(" ({d})"));
-            }
-            if a.charged {
-                line.push_str("  [attempt used]");
-            }
-            out.push_str(&line);
-            out.push('\n');
-        }
+    s
+}
+
+/// The latest [`TRIES_SHOWN`] tries, a line each, and how many earlier ones are left out.
+fn tries(attempts: &[AttemptView]) -> String {
+    let skip = attempts.len().saturating_sub(TRIES_SHOWN);
+    let mut out = String::from("tries:\n");
+    if skip > 0 {
+        out.push_str(&format!("  ({skip} earlier; --json lists them)\n"));
     }
-    if let Some(r) = &t.result {
-        out.push_str("answer:\n");
-        out.push_str(result_text(r).trim_end());
+    for a in &attempts[skip..] {
+        let mut line = format!("  {}  {}  {}", a.at, a.target, a.outcome);
+        if let Some(r) = &a.reason {
+            line.push_str(&format!("  {r}"));
+        }
+        if let Some(d) = &a.detail {
+            line.push_str(&format!(" ({d})"));
+        }
+        if a.charged {
+            line.push_str("  [attempt used]");
+        }
+        out.push_str(&line);
         out.push('\n');
     }
     out
