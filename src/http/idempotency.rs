@@ -48,8 +48,8 @@ mod kept;
 mod key;
 mod recent;
 
-use detach::{Budget, Permit};
 pub use detach::Detach;
+use detach::{Budget, Permit};
 use done::Done;
 use kept::{Kept, Wall};
 pub use key::{key_of, streamed, Keyed};

@@ -84,7 +84,9 @@ pub enum Walked {
     Unserved { attempts: Vec<Attempted> },
 }
 
-/// What one target's try leaves the walk to do.
+/// What one target's try leaves the walk to do. Returned once per target on the stack,
+/// never stored: boxing the answer would cost every request an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Step {
     /// Answered (or refused): the walk ends with this.
     Done(Walked),
@@ -183,6 +185,7 @@ impl Walk<'_> {
 
     /// A machine's answer: served whole or streaming, or refused (the walk ends), or a
     /// stream to a caller that keeps answers whole (a failed try, with its lease back).
+    #[allow(clippy::result_large_err)] // on the stack once per answer, never stored
     fn answered<F: Front>(
         &self,
         target: ModelId,

@@ -244,7 +244,12 @@ mod tests {
         let parent = "a\"b".repeat(500); // 2,000 bytes as JSON
         let size = req.len() + 1000 * (2000 - 11);
         assert_eq!(
-            substitute(Endpoint::Chat, req.as_bytes(), &[parent.clone()], size - 1),
+            substitute(
+                Endpoint::Chat,
+                req.as_bytes(),
+                std::slice::from_ref(&parent),
+                size - 1
+            ),
             Err(Unfilled::TooLarge {
                 size,
                 max: size - 1
