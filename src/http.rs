@@ -30,6 +30,7 @@ pub mod idempotency;
 mod inference;
 mod ollama;
 mod owner;
+mod responses;
 mod tasks;
 
 pub use error::{AppError, Code};
@@ -41,6 +42,11 @@ pub fn app(svc: Arc<Service>) -> Router {
         .route("/v1/chat/completions", post(inference::chat))
         .route("/v1/completions", post(inference::completions))
         .route("/v1/embeddings", post(inference::embeddings))
+        .route("/v1/responses", post(responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::show).delete(responses::forget),
+        )
         .route("/v1/models", get(inference::models))
         .route("/v1/tasks", post(tasks::submit).get(tasks::list))
         .route("/v1/tasks/{id}", get(tasks::show))

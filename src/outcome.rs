@@ -33,14 +33,25 @@ pub enum Endpoint {
     Chat = 0,
     Completions = 1,
     Embeddings = 2,
+    /// The Responses API (`/v1/responses`).
+    Responses = 3,
 }
 
 impl Endpoint {
+    /// Every endpoint, in the order of their discriminants (a machine's URIs are kept so).
+    pub const ALL: [Endpoint; 4] = [
+        Endpoint::Chat,
+        Endpoint::Completions,
+        Endpoint::Embeddings,
+        Endpoint::Responses,
+    ];
+
     pub fn path(self) -> &'static str {
         match self {
             Endpoint::Chat => "/chat/completions",
             Endpoint::Completions => "/completions",
             Endpoint::Embeddings => "/embeddings",
+            Endpoint::Responses => "/responses",
         }
     }
 }

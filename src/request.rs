@@ -134,6 +134,11 @@ impl Parsed {
             }
             Endpoint::Completions => strings(peek.prompt),
             Endpoint::Embeddings => strings(peek.input),
+            Endpoint::Responses => {
+                let (text, image) = responses_input(peek.input)?;
+                has_image = image;
+                text
+            }
         };
         Ok(Parsed {
             model,
@@ -171,6 +176,43 @@ impl Parsed {
         }
         Bytes::from(out)
     }
+}
+
+/// A Responses `input`: a string is the user's text; a list of items is read like chat
+/// messages — the last user item's text (its `input_text` parts joined), and whether any
+/// item carries an image part (`input_image`). `instructions` are never read: routing is
+/// by what the user asked.
+fn responses_input(raw: Option<&RawValue>) -> Result<(String, bool), BadBody> {
+    let Some(raw) = raw else {
+        return Err(BadBody("'input' is required for /v1/responses".into()));
+    };
+    if let Ok(s) = serde_json::from_str::<Cow<'_, str>>(raw.get()) {
+        return Ok((s.into_owned(), false));
+    }
+    let items: Vec<Message<'_>> = serde_json::from_str(raw.get()).map_err(|e| {
+        BadBody(format!(
+            "'input' must be a string or a list of input items: {e}"
+        ))
+    })?;
+    let image = items.iter().any(|m| match &m.content {
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .any(|p| p.kind.as_deref().is_some_and(|k| k.contains("image"))),
+        _ => false,
+    });
+    let last_user = items
+        .iter()
+        .rev()
+        .find(|m| m.role.as_deref() == Some("user"));
+    let text = match last_user.and_then(|m| m.content.as_ref()) {
+        Some(Content::Text(t)) => t.to_string(),
+        Some(Content::Parts(parts)) => {
+            let texts: Vec<&str> = parts.iter().filter_map(|p| p.text.as_deref()).collect();
+            texts.join("\n")
+        }
+        _ => String::new(),
+    };
+    Ok((text, image))
 }
 
 /// A prompt or input: a string, or the strings of an array, joined.

@@ -164,6 +164,11 @@ impl Service {
         self.store.as_deref()
     }
 
+    /// The store, to be read off the request's thread (`spawn_blocking` needs it owned).
+    pub fn shared_store(&self) -> Option<Arc<Store>> {
+        self.store.clone()
+    }
+
     /// The task queue; `None` without a store (tasks must survive restarts).
     pub fn tasks(&self) -> Option<&Arc<Scheduler>> {
         self.tasks.as_ref()
@@ -272,6 +277,7 @@ pub async fn prune_daily(svc: Arc<Service>) {
             let fleet = svc.fleet();
             store.prune(fleet.registry.server.keep_ledger);
             store.prune_tasks(fleet.registry.tasks.keep);
+            store.prune_responses(fleet.registry.server.keep_responses);
         }
         tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
     }

@@ -14,6 +14,7 @@
 //! - `meta`: small named values ([`meta()`]); `counters`: counter samples.
 //! - [`tasks`]: tasks (SPEC §10), written in the batch that acknowledges them.
 //! - `answers`: answers kept for `Idempotency-Key` ([`KeptAnswer`], [`answer()`]).
+//! - [`responses`]: Responses kept for their conversations (`previous_response_id`).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -26,6 +27,7 @@ mod answers;
 mod counters;
 mod ledger;
 mod meta;
+pub mod responses;
 mod schema;
 pub mod tasks;
 mod verdict;
@@ -217,6 +219,14 @@ impl Store {
     pub fn prune_tasks(&self, keep: Duration) {
         let before = crate::clock::wall().checked_sub(keep).unwrap_or(UNIX_EPOCH);
         let _ = self.tx.send(Msg::TaskPrune {
+            before_ms: ms(before),
+        });
+    }
+
+    /// Asks the writer to delete Responses kept longer than `keep` (`server.keep_responses`).
+    pub fn prune_responses(&self, keep: Duration) {
+        let before = crate::clock::wall().checked_sub(keep).unwrap_or(UNIX_EPOCH);
+        let _ = self.tx.send(Msg::PruneResponses {
             before_ms: ms(before),
         });
     }

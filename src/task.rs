@@ -118,12 +118,14 @@ impl Accept {
     }
 }
 
-/// The endpoint names tasks use (`chat/completions`, `completions`, `embeddings`).
+/// The endpoint names tasks use (`chat/completions`, `completions`, `embeddings`,
+/// `responses`).
 pub fn endpoint_name(e: Endpoint) -> &'static str {
     match e {
         Endpoint::Chat => "chat/completions",
         Endpoint::Completions => "completions",
         Endpoint::Embeddings => "embeddings",
+        Endpoint::Responses => "responses",
     }
 }
 
@@ -132,6 +134,7 @@ pub fn endpoint_from(s: &str) -> Option<Endpoint> {
         "chat/completions" => Some(Endpoint::Chat),
         "completions" => Some(Endpoint::Completions),
         "embeddings" => Some(Endpoint::Embeddings),
+        "responses" => Some(Endpoint::Responses),
         _ => None,
     }
 }

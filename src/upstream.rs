@@ -29,7 +29,7 @@ mod stream;
 
 pub use hot::{use_worker_pool, worker_pools};
 
-pub use stream::{error_event, relay, Convert, DoneLine, DoneTail, Framing, Tail};
+pub use stream::{error_event, relay, Convert, DoneLine, DoneTail, EventTail, Framing, Keep, Tail};
 
 pub use crate::outcome::Endpoint;
 
@@ -47,7 +47,7 @@ pub struct Upstream {
     url: String,
     /// The endpoint URIs, parsed once: parsing a URL per request was a sixth of the
     /// proxy's instructions (see the README's Performance section).
-    endpoints: [hyper::Uri; 3],
+    endpoints: Vec<hyper::Uri>,
     /// Ollama's own endpoints (`/api/chat` …), at the URL without its `/v1`; sent to only
     /// when the machine speaks Ollama's API.
     native: [hyper::Uri; 4],
@@ -148,11 +148,10 @@ impl Upstream {
             api: machine.api,
             client,
             name: machine.name.clone(),
-            endpoints: [
-                uri(&machine.url, Endpoint::Chat.path())?,
-                uri(&machine.url, Endpoint::Completions.path())?,
-                uri(&machine.url, Endpoint::Embeddings.path())?,
-            ],
+            endpoints: Endpoint::ALL
+                .iter()
+                .map(|e| uri(&machine.url, e.path()))
+                .collect::<Result<_, _>>()?,
             liveness_url: join(&machine.url, health)?,
             url: machine.url.clone(),
             auth,

@@ -366,7 +366,7 @@ async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
         let conn = rusqlite::Connection::open(dir.path().join(labrouter::store::FILE)).unwrap();
         conn.execute_batch(
             "DROP TABLE counters; DROP TABLE tasks; DROP TABLE idempotent_answers;
-             DROP TABLE task_totals; PRAGMA user_version = 1;",
+             DROP TABLE task_totals; DROP TABLE responses; PRAGMA user_version = 1;",
         )
         .unwrap();
     }
@@ -378,7 +378,7 @@ async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 5, "every later migration ran");
+    assert_eq!(version, 6, "every later migration ran");
     let counters: i64 = conn
         .query_row("SELECT COUNT(*) FROM counters", [], |r| r.get(0))
         .unwrap();

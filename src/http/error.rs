@@ -38,6 +38,7 @@ pub enum Code {
     UnknownAction,
     TaskNotFound,
     NoTaskStore,
+    ResponseNotFound,
     // 405
     MethodNotAllowed,
     // 409
@@ -79,7 +80,8 @@ impl Code {
             | Code::MachineNotFound
             | Code::UnknownAction
             | Code::TaskNotFound
-            | Code::NoTaskStore => StatusCode::NOT_FOUND,
+            | Code::NoTaskStore
+            | Code::ResponseNotFound => StatusCode::NOT_FOUND,
             Code::TaskFinished => StatusCode::CONFLICT,
             Code::QueueFull => StatusCode::TOO_MANY_REQUESTS,
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

@@ -43,6 +43,8 @@ pub enum Reason {
     // Uncounted.
     /// 404: the model is not on that machine (a registry problem).
     NotFound,
+    /// 501, 405: the machine does not serve that endpoint (a registry problem).
+    Unsupported,
     /// 400/413/422 and other 4xx: the request's own fault, passed through.
     ClientError,
     /// The store could not be read at start: the breaker starts open (fail closed).
@@ -50,7 +52,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 22] = [
         Reason::CircuitOpen,
         Reason::ProbeInFlight,
         Reason::ForcedOpen,
@@ -70,6 +72,7 @@ impl Reason {
         Reason::RateLimited,
         Reason::AuthFailed,
         Reason::NotFound,
+        Reason::Unsupported,
         Reason::ClientError,
         Reason::StateUnreadable,
     ];
@@ -96,6 +99,7 @@ impl Reason {
             Reason::RateLimited => "rate_limited",
             Reason::AuthFailed => "auth_failed",
             Reason::NotFound => "not_found",
+            Reason::Unsupported => "unsupported",
             Reason::ClientError => "client_error",
             Reason::StateUnreadable => "state_unreadable",
         }
@@ -137,6 +141,7 @@ impl Reason {
             Reason::RateLimited => "HTTP 429",
             Reason::AuthFailed => "the machine refused our credentials",
             Reason::NotFound => "model not found on the machine",
+            Reason::Unsupported => "the machine does not serve this endpoint",
             Reason::ClientError => "the machine refused the request",
             Reason::StateUnreadable => "stored state unreadable",
         }

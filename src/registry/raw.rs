@@ -43,6 +43,7 @@ pub struct RawServer {
     pub max_connections: Option<S<u32>>,
     pub max_upstream_body: Option<S<String>>,
     pub keep_ledger: Option<S<String>>,
+    pub keep_responses: Option<S<String>>,
     pub body_timeout: Option<S<String>>,
     pub max_detached: Option<S<u32>>,
     pub max_detached_bytes: Option<S<String>>,

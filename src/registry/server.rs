@@ -58,6 +58,9 @@ pub struct Server {
     pub max_upstream_body: usize,
     /// Ledger rows older than this are pruned.
     pub keep_ledger: Duration,
+    /// Responses kept for their conversations (`previous_response_id`, `GET
+    /// /v1/responses/{id}`) are pruned after this.
+    pub keep_responses: Duration,
     /// A request's whole body must arrive within this: a body dripped a byte at a time
     /// never stalls for `idle_timeout`, and would hold its connection for ever.
     pub body_timeout: Duration,
@@ -168,34 +171,6 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
             )
         })?,
     };
-    let mut allowed_origins: Vec<String> = DEFAULT_ORIGINS.iter().map(|s| s.to_string()).collect();
-    for o in &raw.allowed_origins {
-        let v = o.value.trim().trim_end_matches('/').to_ascii_lowercase();
-        if v.is_empty() || !v.contains("://") {
-            return err(
-                o.referenced,
-                format!(
-                    "server.allowed_origins: expected an origin like http://localhost:3000 (a '*' matches anything), got '{}'",
-                    o.value
-                ),
-            );
-        }
-        allowed_origins.push(v);
-    }
-    let mut allowed_hosts = Vec::with_capacity(raw.allowed_hosts.len());
-    for h in &raw.allowed_hosts {
-        let v = h.value.trim().to_ascii_lowercase();
-        if v.is_empty() || v.contains(['/', ' ', ':']) && !v.starts_with('[') {
-            return err(
-                h.referenced,
-                format!(
-                    "server.allowed_hosts: expected a host name without scheme or port, like mac-mini.local, got '{}'",
-                    h.value
-                ),
-            );
-        }
-        allowed_hosts.push(v);
-    }
     let trusted_networks = raw
         .trusted_networks
         .iter()
@@ -225,18 +200,42 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
             Duration::from_secs(60),
             "server.idle_timeout",
         )?,
-        // A retention period, not a timeout: up to DURATION_MAX.
+        body_timeout: duration_within(
+            &raw.body_timeout,
+            Duration::from_secs(60),
+            "server.body_timeout",
+            BODY_TIMEOUT_MAX,
+        )?,
+        max_connections: whole(
+            &raw.max_connections,
+            MAX_CONNECTIONS_DEFAULT,
+            (1, MAX_CONNECTIONS_LIMIT),
+            "server.max_connections",
+        )?,
+        allowed_hosts: allowed_hosts(raw)?,
+        allowed_origins: allowed_origins(raw)?,
+        trusted_networks,
+        ..kept_and_detached(raw)?
+    })
+}
+
+/// What the router keeps and for how long (`keep_ledger`, `keep_responses`), and the
+/// bounds on keyed requests that run on without their clients; every other field is a
+/// placeholder that [`validate_server`] fills.
+fn kept_and_detached(raw: &RawServer) -> Result<Server, Invalid> {
+    Ok(Server {
+        // Retention periods, not timeouts: up to DURATION_MAX.
         keep_ledger: duration_within(
             &raw.keep_ledger,
             Duration::from_secs(90 * 86_400),
             "server.keep_ledger",
             DURATION_MAX,
         )?,
-        body_timeout: duration_within(
-            &raw.body_timeout,
-            Duration::from_secs(60),
-            "server.body_timeout",
-            BODY_TIMEOUT_MAX,
+        keep_responses: duration_within(
+            &raw.keep_responses,
+            Duration::from_secs(86_400),
+            "server.keep_responses",
+            DURATION_MAX,
         )?,
         max_detached: whole(
             &raw.max_detached,
@@ -250,16 +249,71 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
             "server.max_detached_bytes",
             MAX_DETACHED_BYTES_LIMIT,
         )?,
-        max_connections: whole(
-            &raw.max_connections,
-            MAX_CONNECTIONS_DEFAULT,
-            (1, MAX_CONNECTIONS_LIMIT),
-            "server.max_connections",
-        )?,
-        allowed_hosts,
-        allowed_origins,
-        trusted_networks,
+        ..Server::placeholder()
     })
+}
+
+/// `server.allowed_origins`, each after Ollama's own defaults.
+fn allowed_origins(raw: &RawServer) -> Result<Vec<String>, Invalid> {
+    let mut allowed_origins: Vec<String> = DEFAULT_ORIGINS.iter().map(|s| s.to_string()).collect();
+    for o in &raw.allowed_origins {
+        let v = o.value.trim().trim_end_matches('/').to_ascii_lowercase();
+        if v.is_empty() || !v.contains("://") {
+            return err(
+                o.referenced,
+                format!(
+                    "server.allowed_origins: expected an origin like http://localhost:3000 (a '*' matches anything), got '{}'",
+                    o.value
+                ),
+            );
+        }
+        allowed_origins.push(v);
+    }
+    Ok(allowed_origins)
+}
+
+/// `server.allowed_hosts`: host names, without scheme or port.
+fn allowed_hosts(raw: &RawServer) -> Result<Vec<String>, Invalid> {
+    let mut allowed_hosts = Vec::with_capacity(raw.allowed_hosts.len());
+    for h in &raw.allowed_hosts {
+        let v = h.value.trim().to_ascii_lowercase();
+        if v.is_empty() || v.contains(['/', ' ', ':']) && !v.starts_with('[') {
+            return err(
+                h.referenced,
+                format!(
+                    "server.allowed_hosts: expected a host name without scheme or port, like mac-mini.local, got '{}'",
+                    h.value
+                ),
+            );
+        }
+        allowed_hosts.push(v);
+    }
+    Ok(allowed_hosts)
+}
+
+impl Server {
+    /// Every field at a neutral value, for struct-update syntax while validating.
+    fn placeholder() -> Server {
+        Server {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            api_keys_env: None,
+            state_dir: PathBuf::new(),
+            max_body: 0,
+            shutdown_grace: Duration::ZERO,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            trusted_networks: Vec::new(),
+            header_timeout: Duration::ZERO,
+            idle_timeout: Duration::ZERO,
+            max_connections: 0,
+            max_upstream_body: 0,
+            keep_ledger: Duration::ZERO,
+            keep_responses: Duration::ZERO,
+            body_timeout: Duration::ZERO,
+            max_detached: 0,
+            max_detached_bytes: 0,
+        }
+    }
 }
 
 /// A size above zero, or `fallback` when not written.

@@ -799,6 +799,7 @@ fn server_settings_for_browsers_and_connections() {
         "  max_connections: 64".into(),
         "  max_upstream_body: 8MiB".into(),
         "  keep_ledger: 30d".into(),
+        "  keep_responses: 2h".into(),
     ];
     lines.extend(BASE.iter().map(|s| s.to_string()));
     let reg = parse(&lines).unwrap();
@@ -822,6 +823,7 @@ fn server_settings_for_browsers_and_connections() {
     assert_eq!(s.max_connections, 64);
     assert_eq!(s.max_upstream_body, 8 << 20);
     assert_eq!(s.keep_ledger, secs(30 * 86_400));
+    assert_eq!(s.keep_responses, secs(7200));
 
     let defaults = parse(&BASE.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
     let d = &defaults.server;
@@ -836,6 +838,7 @@ fn server_settings_for_browsers_and_connections() {
         (secs(10), secs(60), 1024, 64 << 20, secs(90 * 86_400))
     );
     assert!(d.trusted_networks.is_empty() && d.allowed_hosts.is_empty());
+    assert_eq!(d.keep_responses, secs(86_400), "a day by default");
 
     let bad = |line: &str, needle: &str, says: &[&str]| {
         let mut lines: Vec<String> = vec!["server:".into(), line.into()];
@@ -851,6 +854,8 @@ fn server_settings_for_browsers_and_connections() {
     bad("  allowed_origins: [webui]", "webui", &["allowed_origins"]);
     bad("  max_connections: 0", "0", &["max_connections"]);
     bad("  keep_ledger: 0s", "0s", &["keep_ledger"]);
+    bad("  keep_responses: 0s", "0s", &["keep_responses"]);
+    bad("  keep_responses: soon", "soon", &["keep_responses"]);
     bad(
         "  allowed_hosts: [\"http://x/\"]",
         "\"http://x/\"",

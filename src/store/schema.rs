@@ -148,6 +148,18 @@ const MIGRATIONS: &[&str] = &[
                 - octet_length(OLD.after)
         WHERE id = 1;
     END;",
+    // 6: Responses kept for their conversations (`previous_response_id`), by owner.
+    "CREATE TABLE responses (
+        owner TEXT NOT NULL,
+        id TEXT NOT NULL,
+        previous TEXT,
+        input TEXT NOT NULL,
+        output TEXT NOT NULL,
+        response TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        PRIMARY KEY (owner, id)
+    );
+    CREATE INDEX responses_created ON responses (created_ms);",
 ];
 
 /// The most the write-ahead log keeps on disk between checkpoints, in bytes.

@@ -112,7 +112,12 @@ pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<I
             task.priority,
             json(&task.after),
             json(&task.metadata),
-            t.request.as_ref(),
+            // A task that ends at its submit (its parent had failed) keeps no request.
+            if task.finished_ms.is_some() {
+                &[][..]
+            } else {
+                t.request.as_ref()
+            },
             task.created_ms,
             task.started_ms,
             task.finished_ms,
@@ -177,9 +182,12 @@ pub(super) fn update_callback(tx: &Transaction<'_>, c: &CallbackWrite) -> rusqli
     )
 }
 
-/// Finished tasks that no unfinished follow-up waits on: only these may be pruned (a
-/// follow-up reads its parents' answers when it runs, however long it waited).
-const PRUNABLE: &str = "finished_ms IS NOT NULL AND id NOT IN (
+/// Finished tasks that no unfinished follow-up waits on and whose callback is not still
+/// being delivered: only these may be pruned (a follow-up reads its parents' answers when
+/// it runs, however long it waited; a delivery reads the task it sends).
+const PRUNABLE: &str = "finished_ms IS NOT NULL
+    AND (callback_state IS NULL OR callback_state != 'pending')
+    AND id NOT IN (
     SELECT j.value FROM tasks AS c, json_each(c.after) AS j WHERE c.finished_ms IS NULL)";
 
 /// Deletes finished tasks (and so their keys) that finished before `before_ms`.

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use rusqlite::Connection;
 
+use super::responses::{self, KeptResponse};
 use super::tasks::{CallbackWrite, FinishedBound, Inserted, TaskInsert, TaskWrite};
 use super::{answers, counters, ledger, meta, tasks, verdict, Counts, KeptAnswer};
 use crate::breaker::Transitioned;
@@ -65,6 +66,17 @@ pub enum Msg {
     PruneAnswers {
         before_ms: i64,
     },
+    /// Keep a Response for its conversation.
+    Response(Box<KeptResponse>),
+    /// Forget a kept Response (`DELETE /v1/responses/{id}`).
+    ForgetResponse {
+        owner: String,
+        id: String,
+    },
+    /// Delete Responses kept before this (unix ms): `server.keep_responses`.
+    PruneResponses {
+        before_ms: i64,
+    },
     /// Answer on this channel once everything sent before is on disk.
     Flush(mpsc::Sender<()>),
     Stop,
@@ -91,7 +103,10 @@ pub(super) fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>, path: &P
                 | Msg::TaskCallback(_)
                 | Msg::TaskPrune { .. }
                 | Msg::Answer(_)
-                | Msg::PruneAnswers { .. } => batch.push(msg),
+                | Msg::PruneAnswers { .. }
+                | Msg::Response(_)
+                | Msg::ForgetResponse { .. }
+                | Msg::PruneResponses { .. } => batch.push(msg),
                 Msg::Flush(ack) => acks.push(ack),
                 Msg::Stop => stop = true,
             }
@@ -200,6 +215,9 @@ fn write_batch(conn: &mut Connection, batch: &[Msg]) -> rusqlite::Result<Vec<Ins
             }
             Msg::Answer(a) => answers::write(&tx, a)?,
             Msg::PruneAnswers { before_ms } => answers::prune(&tx, *before_ms)?,
+            Msg::Response(r) => responses::write(&tx, r)?,
+            Msg::ForgetResponse { owner, id } => responses::forget(&tx, owner, id)?,
+            Msg::PruneResponses { before_ms } => responses::prune(&tx, *before_ms)?,
             Msg::Flush(_) | Msg::Stop => {}
         }
     }

@@ -15,11 +15,15 @@ pub enum Output {
 }
 
 /// The output text of a parent's answer body: chat, the first choice's message content;
-/// completions, its text. Cut off (`finish_reason: length`) or without text is unusable.
+/// completions, its text; a Response, the text of its output messages. Cut off
+/// (`finish_reason: length`, a Response `incomplete`) or without text is unusable.
 pub fn output(endpoint: Endpoint, body: &[u8]) -> Output {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return Output::Unusable("its answer is not JSON".into());
     };
+    if endpoint == Endpoint::Responses {
+        return response_text(&v);
+    }
     let choice = &v["choices"][0];
     if choice["finish_reason"] == "length" {
         return Output::Unusable("its answer was cut off (finish_reason: length)".into());
@@ -27,12 +31,34 @@ pub fn output(endpoint: Endpoint, body: &[u8]) -> Output {
     let text = match endpoint {
         Endpoint::Chat => &choice["message"]["content"],
         Endpoint::Completions => &choice["text"],
-        Endpoint::Embeddings => return Output::Unusable("embeddings have no text".into()),
+        Endpoint::Embeddings | Endpoint::Responses => {
+            return Output::Unusable("embeddings have no text".into())
+        }
     };
     match text.as_str() {
         Some(t) => Output::Text(t.to_string()),
         None => Output::Unusable("its answer has no text".into()),
     }
+}
+
+/// A Response's output text: every `output_text` part of its output messages, in order.
+fn response_text(v: &Value) -> Output {
+    if v["status"] == "incomplete" {
+        return Output::Unusable("its answer was cut off (status: incomplete)".into());
+    }
+    let texts: Vec<&str> = v["output"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "message")
+        .flat_map(|item| item["content"].as_array().into_iter().flatten())
+        .filter(|part| part["type"] == "output_text")
+        .filter_map(|part| part["text"].as_str())
+        .collect();
+    if texts.is_empty() {
+        return Output::Unusable("its answer has no text".into());
+    }
+    Output::Text(texts.concat())
 }
 
 /// Why a follow-up's request could not be filled in.
@@ -98,7 +124,8 @@ pub fn substitute(
 }
 
 /// Calls `f` on every string a placeholder may sit in: message content (strings and text
-/// parts) for chat, `prompt` (a string or a list of strings) for completions.
+/// parts) for chat, `prompt` (a string or a list of strings) for completions, `input` (a
+/// string, or its items' content strings and text parts) for a Response.
 fn each_target(endpoint: Endpoint, v: &mut Value, f: &mut dyn FnMut(&mut String)) {
     match endpoint {
         Endpoint::Chat => {
@@ -127,6 +154,28 @@ fn each_target(endpoint: Endpoint, v: &mut Value, f: &mut dyn FnMut(&mut String)
                 for item in items {
                     if let Value::String(s) = item {
                         f(s);
+                    }
+                }
+            }
+            _ => {}
+        },
+        Endpoint::Responses => match v.get_mut("input") {
+            Some(Value::String(s)) => f(s),
+            Some(Value::Array(items)) => {
+                for item in items {
+                    match item.get_mut("content") {
+                        Some(Value::String(s)) => f(s),
+                        Some(Value::Array(parts)) => {
+                            for p in parts {
+                                let kind = p.get("type").and_then(Value::as_str);
+                                if matches!(kind, Some("input_text" | "text")) {
+                                    if let Some(Value::String(s)) = p.get_mut("text") {
+                                        f(s);
+                                    }
+                                }
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }

@@ -119,7 +119,7 @@ fn endpoint(e: Option<&str>) -> Result<Endpoint, Invalid> {
         None => Ok(Endpoint::Chat),
         Some(e) => endpoint_from(e).ok_or_else(|| {
             Invalid::Bad(format!(
-                "endpoint: '{}' is not one of chat/completions, completions, embeddings",
+                "endpoint: '{}' is not one of chat/completions, completions, embeddings, responses",
                 crate::text::bounded(e)
             ))
         }),

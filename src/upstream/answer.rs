@@ -58,8 +58,14 @@ impl Upstream {
             .get(RETRY_AFTER)
             .and_then(classify::retry_after);
         let attempted = classify::refusal(target, status.as_u16(), retry_after, deadline);
-        if attempted.reason == crate::outcome::Reason::NotFound {
-            tracing::warn!(machine = %self.name, "HTTP 404: the model is not on this machine; check registry.yaml");
+        match attempted.reason {
+            crate::outcome::Reason::NotFound => {
+                tracing::warn!(machine = %self.name, "HTTP 404: the model is not on this machine; check registry.yaml")
+            }
+            crate::outcome::Reason::Unsupported => {
+                tracing::warn!(machine = %self.name, status = status.as_u16(), "the machine does not serve this endpoint; check registry.yaml")
+            }
+            _ => {}
         }
         if attempted.fault != Fault::Client {
             return Err(attempted);

@@ -48,6 +48,15 @@ pub fn refusal(
             Effect::None,
             format!("{detail} ({})", Reason::NotFound.describe()),
         ),
+        // A machine that does not serve this endpoint (llama-server without --embeddings
+        // answers 501) is not sick: its other endpoints serve on.
+        405 | 501 => Attempted::failed(
+            target,
+            Reason::Unsupported,
+            Fault::BadAnswer,
+            Effect::None,
+            format!("{detail} ({})", Reason::Unsupported.describe()),
+        ),
         500..=599 => Attempted::counted(target, FailureKind::Http5xx, Fault::BadAnswer, detail),
         _ => Attempted::failed(
             target,
@@ -194,10 +203,11 @@ needs! {
     OllamaGenerate: response: IgnoredAny,
     OllamaEmbed: embeddings: Vec<IgnoredAny>,
     OllamaEmbedding: embedding: Vec<IgnoredAny>,
+    ResponseObject: object: String,
 }
 
 /// A 200 must be a real answer: for OpenAI's API, JSON with `choices` (`data` for
-/// embeddings); for Ollama's, with `message` (chat), `response` (generate), `embeddings`
+/// embeddings, `"object": "response"` for a Response); for Ollama's, with `message` (chat), `response` (generate), `embeddings`
 /// or `embedding`.
 pub fn valid_answer(wire: Wire, body: &[u8]) -> Result<(), String> {
     fn read<T: for<'a> Deserialize<'a>>(body: &[u8]) -> Result<(), serde_json::Error> {
@@ -208,6 +218,17 @@ pub fn valid_answer(wire: Wire, body: &[u8]) -> Result<(), String> {
             (read::<Completion>(body), "choices")
         }
         Wire::OpenAi(Endpoint::Embeddings) => (read::<Embeddings>(body), "data"),
+        Wire::OpenAi(Endpoint::Responses) => {
+            let object = serde_json::from_slice::<ResponseObject>(body).map(|r| r.object);
+            return match object {
+                Ok(o) if o == "response" => Ok(()),
+                Ok(o) => Err(format!(
+                    "expected a Response (\"object\": \"response\"), got \"object\": \"{}\"",
+                    crate::text::bounded(&o)
+                )),
+                Err(e) => Err(format!("expected a Response, JSON with 'object' ({e})")),
+            };
+        }
         Wire::Ollama(Call::Chat) => (read::<OllamaChat>(body), "message"),
         Wire::Ollama(Call::Generate) => (read::<OllamaGenerate>(body), "response"),
         Wire::Ollama(Call::Embed) => (read::<OllamaEmbed>(body), "embeddings"),

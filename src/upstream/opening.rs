@@ -11,7 +11,7 @@ use super::alive::Chunk;
 use super::{Attempt, Chunks, Upstream};
 use crate::breaker::FailureKind;
 use crate::machines::Lease;
-use crate::outcome::{words, Attempted, Fault, Wire};
+use crate::outcome::{words, Attempted, Endpoint, Fault, Wire};
 
 impl Upstream {
     /// The first chunk of a 2xx stream and the rest of its body, or why there is none.
@@ -32,6 +32,21 @@ impl Upstream {
                     crate::text::bounded(&String::from_utf8_lossy(&first))
                 )))
             }
+            // A Responses stream opens with a `response.*` event; anything else (an `error`
+            // event, a JSON body sent as a stream) is no Response.
+            Chunk::Data(first) if wire == Wire::OpenAi(Endpoint::Responses) => {
+                match opens_response(&first) {
+                    Ok(()) => {
+                        lease.vouch();
+                        Ok((first, rest))
+                    }
+                    Err(why) => Err(at.counted(
+                        FailureKind::Malformed,
+                        Fault::BadAnswer,
+                        format!("malformed answer: {why}"),
+                    )),
+                }
+            }
             Chunk::Data(first) => {
                 lease.vouch();
                 Ok((first, rest))
@@ -51,6 +66,50 @@ impl Upstream {
     }
 }
 
+/// Whether a stream's first bytes open a Responses stream: its first line an SSE comment, or
+/// an `event:` or `data:` line naming a `response.*` event.
+fn opens_response(first: &[u8]) -> Result<(), String> {
+    let text = String::from_utf8_lossy(&first[..first.len().min(256)]);
+    let line = text.trim_start().lines().next().unwrap_or("");
+    let shown = || crate::text::bounded(line);
+    if line.starts_with(':') {
+        return Ok(());
+    }
+    let name = if let Some(name) = line.strip_prefix("event:") {
+        name.trim().to_string()
+    } else if let Some(data) = line.strip_prefix("data:") {
+        let v: serde_json::Value = match serde_json::from_str(data.trim()) {
+            Ok(v) => v,
+            // A long first event may be cut in this chunk: its type is read where it starts.
+            Err(_) => {
+                return typed_prefix(data)
+                    .ok_or_else(|| format!("a stream that opens with '{}'", shown()))
+            }
+        };
+        v["type"].as_str().unwrap_or_default().to_string()
+    } else {
+        return Err(format!(
+            "a stream that is no SSE: it opens with '{}'",
+            shown()
+        ));
+    };
+    if name.starts_with("response.") {
+        Ok(())
+    } else {
+        Err(format!(
+            "a Responses stream that opens with event '{}'",
+            crate::text::bounded(&name)
+        ))
+    }
+}
+
+/// `Ok` when a cut `data:` payload's `"type"` names a `response.*` event.
+fn typed_prefix(data: &str) -> Option<()> {
+    let compact: String = data.chars().filter(|c| !c.is_whitespace()).collect();
+    let at = compact.find("\"type\":\"")?;
+    compact[at + 8..].starts_with("response.").then_some(())
+}
+
 /// Whether a stream's first bytes are Ollama's `{"error": ...}` line.
 fn error_line(first: &[u8]) -> bool {
     let start = first
@@ -63,7 +122,23 @@ fn error_line(first: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::error_line;
+    use super::{error_line, opens_response};
+
+    #[test]
+    fn a_responses_stream_must_open_with_a_response_event() {
+        assert!(opens_response(
+            b"event: response.created\ndata: {\"type\":\"response.created\"}\n\n"
+        )
+        .is_ok());
+        assert!(
+            opens_response(b"data: {\"type\":\"response.created\",\"response\":{\"id\":\"r")
+                .is_ok()
+        );
+        assert!(opens_response(b": keep-alive\n\n").is_ok());
+        assert!(opens_response(b"event: error\ndata: {\"type\":\"error\"}\n\n").is_err());
+        assert!(opens_response(b"data: {\"choices\":[]}\n\n").is_err());
+        assert!(opens_response(b"{\"object\":\"response\"}").is_err());
+    }
 
     #[test]
     fn an_ollama_stream_that_opens_with_an_error_is_told() {

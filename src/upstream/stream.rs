@@ -37,6 +37,9 @@ pub struct Framing {
     pub convert: Option<Box<dyn Convert>>,
     /// The last event of a stream that broke after reaching the client.
     pub error: fn(target: &str, failure: &Failure) -> Bytes,
+    /// What sees the stream's bytes go by and is told when it finished whole (a Response
+    /// kept for its conversation); `None`: nothing is kept.
+    pub keep: Option<Box<dyn Keep>>,
 }
 
 impl Framing {
@@ -46,8 +49,28 @@ impl Framing {
             tail: Tail::Sse(DoneTail::new()),
             convert: None,
             error: error_event,
+            keep: None,
         }
     }
+
+    /// A Responses stream: typed SSE events as they come, ended by the event that finishes
+    /// the Response (no `[DONE]`); a break after events reached the client is told with an
+    /// `error` event, code `stream_cut`.
+    pub fn responses(keep: Option<Box<dyn Keep>>) -> Framing {
+        Framing {
+            tail: Tail::Events(EventTail::new()),
+            convert: None,
+            error: response_error_event,
+            keep,
+        }
+    }
+}
+
+/// Sees a stream's bytes as they pass to the client, unchanged.
+pub trait Keep: Send {
+    fn observe(&mut self, chunk: &[u8]);
+    /// The stream finished whole.
+    fn finished(self: Box<Self>);
 }
 
 /// A stream translated on its way to the client, chunk by chunk.
@@ -66,6 +89,8 @@ pub enum Tail {
     Sse(DoneTail),
     /// Ollama's NDJSON: a last line with `"done": true`.
     Ndjson(DoneLine),
+    /// The Responses API's events: `response.completed`, `.incomplete` or `.failed`.
+    Events(EventTail),
 }
 
 impl Tail {
@@ -73,6 +98,7 @@ impl Tail {
         match self {
             Tail::Sse(t) => t.observe(chunk),
             Tail::Ndjson(t) => t.observe(chunk),
+            Tail::Events(t) => t.observe(chunk),
         }
     }
 
@@ -80,6 +106,7 @@ impl Tail {
         match self {
             Tail::Sse(t) => t.finished(),
             Tail::Ndjson(t) => t.finished(),
+            Tail::Events(t) => t.finished(),
         }
     }
 
@@ -88,6 +115,7 @@ impl Tail {
         match self {
             Tail::Sse(_) => "stream ended without [DONE]",
             Tail::Ndjson(_) => "stream ended without its \"done\": true line",
+            Tail::Events(_) => "stream ended without response.completed",
         }
     }
 }
@@ -254,11 +282,17 @@ pub fn relay(
                 Chunk::Data(b) => b,
                 Chunk::End if r.framing.tail.finished() => {
                     lease.succeed();
+                    if let Some(keep) = r.framing.keep.take() {
+                        keep.finished();
+                    }
                     return None;
                 }
                 other => break ended(other, &r.upstream, &r.framing.tail),
             };
             r.framing.tail.observe(&b);
+            if let Some(keep) = r.framing.keep.as_mut() {
+                keep.observe(&b);
+            }
             let out = match r.framing.convert.as_mut() {
                 None => Ok(b),
                 Some(c) => c
@@ -314,9 +348,114 @@ pub fn error_event(target: &str, failure: &Failure) -> Bytes {
     Bytes::from(format!("data: {body}\n\n"))
 }
 
+/// The event that ends a broken Responses stream: `event: error` with code `stream_cut`
+/// (a hang or a deadline is a cut too, to the client: the stream stopped short).
+pub fn response_error_event(target: &str, failure: &Failure) -> Bytes {
+    let body = serde_json::json!({
+        "type": "error",
+        "code": "stream_cut",
+        "message": format!("{target} failed mid-stream: {failure}"),
+        "param": null,
+    });
+    Bytes::from(format!("event: error\ndata: {body}\n\n"))
+}
+
+/// How many bytes of each line an [`EventTail`] looks at: an event's name, or its data's
+/// `"type"`, comes first.
+const EVENT_HEAD: usize = 96;
+
+/// Whether a Responses stream finished: an event that ends the Response went by — named by
+/// its `event:` line or by the `"type"` at the start of its `data:` line — in constant
+/// space, however the stream is chunked.
+#[derive(Clone, Debug, Default)]
+pub struct EventTail {
+    /// The current line's first bytes.
+    head: Vec<u8>,
+    finished: bool,
+}
+
+impl EventTail {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn observe(&mut self, chunk: &[u8]) {
+        for &b in chunk {
+            if b == b'\n' {
+                self.line_ended();
+                continue;
+            }
+            if self.head.len() < EVENT_HEAD {
+                self.head.push(b);
+            }
+        }
+    }
+
+    fn line_ended(&mut self) {
+        let line = std::mem::take(&mut self.head);
+        let ends = |name: &[u8]| {
+            [
+                &b"response.completed"[..],
+                b"response.incomplete",
+                b"response.failed",
+            ]
+            .iter()
+            .any(|end| name.starts_with(end))
+        };
+        if let Some(name) = line.strip_prefix(b"event:") {
+            let name = name.trim_ascii_start();
+            if ends(name) {
+                self.finished = true;
+            }
+        } else if let Some(data) = line.strip_prefix(b"data:") {
+            let data: Vec<u8> = data
+                .iter()
+                .copied()
+                .filter(|c| !c.is_ascii_whitespace())
+                .collect();
+            if let Some(at) = data.windows(8).position(|w| w == b"\"type\":\"") {
+                if ends(&data[at + 8..]) {
+                    self.finished = true;
+                }
+            }
+        }
+        self.head = line;
+        self.head.clear();
+    }
+
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn events(chunks: &[&[u8]]) -> bool {
+        let mut t = EventTail::new();
+        for c in chunks {
+            t.observe(c);
+        }
+        t.finished()
+    }
+
+    #[test]
+    fn a_responses_stream_is_finished_by_the_event_that_ends_the_response() {
+        let done = b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{}}\n\n";
+        assert!(events(&[b"event: response.created\ndata: {}\n\n", done]));
+        // Split anywhere.
+        for cut in 1..done.len() {
+            assert!(events(&[&done[..cut], &done[cut..]]), "split at {cut}");
+        }
+        // Named by its data alone (no event: lines), or incomplete, or failed.
+        assert!(events(&[b"data: {\"type\": \"response.incomplete\"}\n\n"]));
+        assert!(events(&[b"event: response.failed\n"]));
+        // Deltas, or a text that says the words, do not finish it.
+        assert!(!events(&[b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"response.completed\"}\n\n"]));
+        assert!(!events(&[b"data: {\"type\":\"response.created\"}\n\n"]));
+        assert!(!events(&[]));
+    }
 
     fn finished(chunks: &[&[u8]]) -> bool {
         let mut t = DoneTail::new();

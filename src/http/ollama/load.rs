@@ -4,8 +4,6 @@
 //! machine, the call goes there natively (Ollama loads or unloads the model); otherwise it
 //! is answered here at once, as Ollama answers it, and reaches no machine.
 
-use std::time::SystemTime;
-
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue};
 use axum::response::Response;
@@ -53,7 +51,7 @@ pub(super) async fn answer(
             }
         }
     }
-    let answer = loaded(request.call, asked, load, SystemTime::now());
+    let answer = loaded(request.call, asked, load, crate::clock::wall());
     if request.stream {
         // A stream of one line, as every whole answer to a streaming client is.
         let mut line = Vec::with_capacity(answer.len() + 1);

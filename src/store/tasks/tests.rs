@@ -151,3 +151,45 @@ fn finished_tasks_are_bounded_oldest_first_and_a_parent_still_needed_stays() {
     assert_eq!(kept, 1, "only the parent a follow-up needs");
     assert!(bytes_now < bytes);
 }
+
+#[test]
+fn a_finished_task_whose_callback_is_still_pending_is_not_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path()).unwrap();
+    let mut pending = task(Some(1000), Vec::new());
+    pending.callback = Some(crate::task::Callback {
+        url: "http://127.0.0.1:9/hook".into(),
+        state: Delivery::Pending,
+        attempts: 0,
+        last_error: None,
+    });
+    let plain = task(Some(2000), Vec::new());
+    insert(&store, &pending, b"{}");
+    insert(&store, &plain, b"{}");
+    store.prune_tasks(Duration::ZERO);
+    let bound = FinishedBound {
+        count: 1,
+        bytes: u64::MAX,
+    };
+    store.sender().send(Msg::TaskBound(bound)).unwrap();
+    assert!(store.flush(Duration::from_secs(5)));
+    let left: Vec<TaskId> = store
+        .read(|c| list(c, None, None, None, 100))
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(left, [pending.id.clone()], "its delivery still reads it");
+}
+
+#[test]
+fn a_task_that_ends_at_its_submit_keeps_no_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path()).unwrap();
+    let mut t = task(Some(5), Vec::new());
+    t.status = TaskStatus::Cancelled;
+    insert(&store, &t, b"{\"messages\":[]}");
+    let id = t.id.clone();
+    let (_, request) = store.read(move |c| task_and_request(c, &id)).unwrap();
+    assert_eq!(request.as_deref(), Some(&b""[..]));
+}
