@@ -147,3 +147,36 @@ async fn store_false_is_not_kept_and_another_keys_id_is_passed_through() {
     );
     assert_eq!(sent["input"], "theirs");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_llama_server_stream_passes_whole_and_its_response_is_kept() {
+    let lab = Lab::start("").await;
+    lab.gpu.set(Mode::LlamaServer).await;
+    lab.gpu.set_text("four words of answer");
+    let resp = lab
+        .post(
+            &json!({"model": "code", "input": "first", "stream": true}),
+            None,
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-labrouter-target"], "coder-gpu@gpu-box");
+    let body = resp.text().await.unwrap();
+    let deltas = body.matches("event: response.output_text.delta").count();
+    assert_eq!(deltas, 4, "every event passed: {body}");
+    assert!(body.trim_end().ends_with('}') && body.contains("event: response.completed"));
+    assert!(!body.contains("event: error"));
+    assert_eq!(lab.breaker("gpu-box").await, ("closed".to_string(), 0));
+    let done = body
+        .split("\n\n")
+        .find(|e| e.starts_with("event: response.completed"))
+        .unwrap();
+    let done: Value = serde_json::from_str(done.split("data: ").nth(1).unwrap()).unwrap();
+    let id = done["response"]["id"].as_str().unwrap().to_string();
+    lab.gpu.set(Mode::Ok).await;
+    turn(&lab, "second", Some(&id)).await;
+    assert_eq!(
+        texts(&lab.gpu.last_body()),
+        ["first", "four words of answer", "second"]
+    );
+}

@@ -30,6 +30,10 @@ pub enum Mode {
     SlowAfterFirst(Duration),
     /// Nothing listens (connection refused).
     Down,
+    /// Streams as llama-server's `/v1/responses` does (its `tools/server/server-task.cpp`):
+    /// no `sequence_number`, a bare `response.created`, the text's `done` events, and the
+    /// whole Response in `response.completed`.
+    LlamaServer,
 }
 
 pub struct Fake {
@@ -202,6 +206,9 @@ async fn respond(State(fake): State<Arc<Fake>>, Json(body): Json<Value>) -> Resp
     ];
     fake.finished.store(false, Ordering::SeqCst);
     let finished = Arc::clone(&fake.finished);
+    if mode == Mode::LlamaServer {
+        return llama_server(&fake, &model, &text);
+    }
     let body = match mode {
         Mode::CutAfter(n) => {
             // The events go out, a moment passes (so they reach the router whole), then
@@ -241,5 +248,47 @@ async fn respond(State(fake): State<Arc<Fake>>, Json(body): Json<Value>) -> Resp
             Body::from_stream(stream::iter(events.into_iter().map(Ok::<_, Infallible>)))
         }
     };
+    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+}
+
+/// A stream shaped the way llama-server sends one (its event names, field order and
+/// minimal objects, read from llama.cpp's server source), one delta per word.
+fn llama_server(fake: &Fake, model: &str, text: &str) -> Response {
+    let id = format!("resp_{}", fake.seq.fetch_add(1, Ordering::SeqCst));
+    let msg = "msg_0abc";
+    let mut events = vec![
+        sse(
+            "response.created",
+            json!({"type": "response.created", "response": {"id": id, "object": "response", "status": "in_progress"}}),
+        ),
+        sse(
+            "response.in_progress",
+            json!({"type": "response.in_progress", "response": {"id": id, "object": "response", "status": "in_progress"}}),
+        ),
+        sse(
+            "response.output_item.added",
+            json!({"type": "response.output_item.added", "item": {"content": [], "id": msg, "role": "assistant", "status": "in_progress", "type": "message"}}),
+        ),
+        sse(
+            "response.content_part.added",
+            json!({"type": "response.content_part.added", "item_id": msg, "part": {"type": "output_text", "text": ""}}),
+        ),
+    ];
+    for word in text.split_inclusive(' ') {
+        events.push(sse(
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta", "item_id": msg, "delta": word}),
+        ));
+    }
+    let part = json!({"type": "output_text", "annotations": [], "logprobs": [], "text": text});
+    let item = json!({"type": "message", "status": "completed", "id": msg, "content": [part], "role": "assistant"});
+    events.extend([
+        sse("response.output_text.done", json!({"type": "response.output_text.done", "item_id": msg, "text": text})),
+        sse("response.content_part.done", json!({"type": "response.content_part.done", "item_id": msg, "part": part})),
+        sse("response.output_item.done", json!({"type": "response.output_item.done", "item": item})),
+        sse("response.completed", json!({"type": "response.completed", "response": {"id": id, "object": "response", "created_at": 1_700_000_000, "status": "completed", "model": model, "output": [item], "usage": {"input_tokens": 9, "output_tokens": 4, "total_tokens": 13}}})),
+    ]);
+    fake.finished.store(true, Ordering::SeqCst);
+    let body = Body::from_stream(stream::iter(events.into_iter().map(Ok::<_, Infallible>)));
     ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
 }
