@@ -13,6 +13,7 @@ mod attempted;
 mod envelope;
 mod failure;
 pub mod ids;
+mod kind;
 pub mod phase;
 mod reason;
 pub mod task;
@@ -22,6 +23,7 @@ pub use attempted::{Attempted, Effect, Fault, Held, Unserved};
 pub use envelope::Envelope;
 pub use failure::{Failure, FailureKind};
 pub use ids::{MachineId, ModelId, RouteId};
+pub use kind::Kind;
 pub use phase::Phase;
 pub use reason::{Reason, Skip, UnknownReason};
 pub use task::{AttemptOutcome, Delivery, TaskCode, TaskStatus};
@@ -45,6 +47,24 @@ impl Endpoint {
         Endpoint::Embeddings,
         Endpoint::Responses,
     ];
+
+    /// The kind of model this endpoint sends to.
+    pub fn kind(self) -> Kind {
+        match self {
+            Endpoint::Chat | Endpoint::Completions | Endpoint::Responses => Kind::Chat,
+            Endpoint::Embeddings => Kind::Embed,
+        }
+    }
+
+    /// The path a client calls on labrouter: `/v1` and [`Endpoint::path`].
+    pub fn client_path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+            Endpoint::Embeddings => "/v1/embeddings",
+            Endpoint::Responses => "/v1/responses",
+        }
+    }
 
     pub fn path(self) -> &'static str {
         match self {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::breaker::Policy;
 use crate::outcome::ids::Table;
-use crate::outcome::{MachineId, ModelId, RouteId};
+use crate::outcome::{Kind, MachineId, ModelId, RouteId};
 
 mod callback_allow;
 mod cluster;
@@ -116,6 +116,9 @@ pub struct Model {
     pub name: String,
     pub machine: MachineId,
     pub backend: String,
+    /// What work it does (`chat` when not written: chat, completions, Responses and
+    /// embeddings, as every model served before kinds).
+    pub kind: Kind,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -125,6 +128,8 @@ pub struct Route {
     pub images: bool,
     /// Targets, in fallback order.
     pub chain: Vec<ModelId>,
+    /// The kind of every model of its chain.
+    pub kind: Kind,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -148,8 +153,12 @@ pub struct Registry {
     /// `model_ids[m] == m`: lets a lone model lend out a one-element chain slice.
     pub model_ids: Table<ModelId, ModelId>,
     pub routes: Table<RouteId, Route>,
-    /// The route for requests that hit no keyword (the one marked `default`, else the first).
+    /// The route for chat requests that hit no keyword (the chat route marked `default`,
+    /// else the first chat route; the first route when none is chat).
     pub default_route: RouteId,
+    /// Each kind's default route: the one of that kind marked `default`, else the first of
+    /// that kind; kinds without routes are absent.
+    pub defaults: Vec<(Kind, RouteId)>,
     pub telegram: Option<Telegram>,
     /// `tasks:` (SPEC §10), its defaults when the block is absent.
     pub tasks: Tasks,

@@ -3,7 +3,7 @@
 //! Keywords of every route are indexed once (`keywords.rs`), so a decision is one pass over
 //! the prompt however many routes and keywords there are.
 
-use crate::outcome::{ModelId, RouteId};
+use crate::outcome::{Kind, ModelId, RouteId};
 use crate::registry::Registry;
 
 mod bytes;
@@ -79,6 +79,45 @@ pub struct UnknownName {
     pub valid: String,
 }
 
+/// Why a request could not be routed: a name that does not exist, a name of another kind
+/// than the endpoint's, or no name where the endpoint has no default route.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error(transparent)]
+    Unknown(#[from] UnknownName),
+    #[error("{what} '{name}' is a {kind} {what}, but {path} needs a {needed} model; expected one of: {valid}")]
+    WrongKind {
+        what: &'static str,
+        name: String,
+        kind: Kind,
+        needed: Kind,
+        path: &'static str,
+        valid: String,
+    },
+    #[error("{path} needs a model: no route serves {needed} models; expected one of: {valid}")]
+    Required {
+        needed: Kind,
+        path: &'static str,
+        valid: String,
+    },
+}
+
+/// What a request asks of routing: the endpoint's kind and path, and what it names and says.
+#[derive(Clone, Copy, Debug)]
+pub struct Ask<'a> {
+    /// The kind of model the endpoint sends to.
+    pub kind: Kind,
+    /// The endpoint, as the client called it (for the error's words).
+    pub path: &'static str,
+    /// `x-labrouter-route`.
+    pub header: Option<&'a str>,
+    /// The body's `model`.
+    pub model: Option<&'a str>,
+    /// The last user message (chat kinds only).
+    pub text: &'a str,
+    pub has_image: bool,
+}
+
 /// The compiled keyword matcher of one registry.
 #[derive(Clone, Debug)]
 pub struct Matcher {
@@ -118,8 +157,9 @@ impl Matcher {
         }
     }
 
-    /// Decides where a request goes. `header` is `x-labrouter-route`; `model` the body's
-    /// `model`; `text` the last user message; `has_image` whether it carries an image part.
+    /// Decides where a chat request goes. `header` is `x-labrouter-route`; `model` the
+    /// body's `model`; `text` the last user message; `has_image` whether it carries an
+    /// image part.
     pub fn decide(
         &self,
         reg: &Registry,
@@ -127,30 +167,53 @@ impl Matcher {
         model: Option<&str>,
         text: &str,
         has_image: bool,
-    ) -> Result<Routed, UnknownName> {
-        if let Some(h) = header {
-            return match reg.routes.position(|r| r.name == h) {
-                Some(r) => Ok(Routed {
-                    choice: Choice::Route(r),
-                    why: Why::Header,
-                }),
-                None => Err(UnknownName {
-                    what: "route",
-                    name: h.to_string(),
-                    valid: names(reg.routes.iter().map(|r| r.name.as_str())),
-                }),
-            };
-        }
-        match model {
-            None | Some("auto") | Some("") => Ok(self.by_content(reg, text, has_image)),
-            Some(name) => by_name(reg, name),
-        }
+    ) -> Result<Routed, RouteError> {
+        let ask = Ask {
+            kind: Kind::Chat,
+            path: "/v1/chat/completions",
+            header,
+            model,
+            text,
+            has_image,
+        };
+        self.decide_for(reg, &ask)
     }
 
-    /// Keyword routing: images first, then the most distinct keywords, ties to the earlier route.
+    /// Decides where a request to an endpoint of `ask.kind` goes: a route or model it names
+    /// must serve that kind (`wrong_kind` otherwise); `auto` (or none) routes by keyword
+    /// among the chat routes for chat, and takes the kind's default route for the others.
+    pub fn decide_for(&self, reg: &Registry, ask: &Ask<'_>) -> Result<Routed, RouteError> {
+        let routed = if let Some(h) = ask.header {
+            match reg.routes.position(|r| r.name == h) {
+                Some(r) => Routed {
+                    choice: Choice::Route(r),
+                    why: Why::Header,
+                },
+                None => {
+                    return Err(RouteError::Unknown(UnknownName {
+                        what: "route",
+                        name: h.to_string(),
+                        valid: names(reg.routes.iter().map(|r| r.name.as_str())),
+                    }))
+                }
+            }
+        } else {
+            match ask.model {
+                None | Some("auto") | Some("") if ask.kind == Kind::Chat => {
+                    self.by_content(reg, ask.text, ask.has_image)
+                }
+                None | Some("auto") | Some("") => default_of(reg, ask)?,
+                Some(name) => by_name(reg, name)?,
+            }
+        };
+        served(reg, ask, routed)
+    }
+
+    /// Keyword routing among the chat routes: images first, then the most distinct
+    /// keywords, ties to the earlier route.
     pub fn by_content(&self, reg: &Registry, text: &str, has_image: bool) -> Routed {
         if has_image {
-            if let Some(r) = reg.routes.position(|r| r.images) {
+            if let Some(r) = reg.routes.position(|r| r.images && r.kind == Kind::Chat) {
                 return Routed {
                     choice: Choice::Route(r),
                     why: Why::Image,
@@ -168,6 +231,9 @@ impl Matcher {
         routes.sort_unstable();
         let (mut best, mut top) = (0, 0);
         for run in routes.chunk_by(|a, b| a == b) {
+            if reg.routes[RouteId(run[0] as usize)].kind != Kind::Chat {
+                continue;
+            }
             if run.len() > top {
                 (best, top) = (run[0] as usize, run.len());
             }
@@ -187,6 +253,60 @@ impl Matcher {
             choice: Choice::Route(RouteId(best)),
             why: Why::Keywords(matched),
         }
+    }
+}
+
+/// `auto` on an endpoint that is not chat: the default route of its kind.
+fn default_of(reg: &Registry, ask: &Ask<'_>) -> Result<Routed, RouteError> {
+    match reg.defaults.iter().find(|(k, _)| *k == ask.kind) {
+        Some(&(_, r)) => Ok(Routed {
+            choice: Choice::Route(r),
+            why: Why::NoKeyword,
+        }),
+        None => Err(RouteError::Required {
+            needed: ask.kind,
+            path: ask.path,
+            valid: serving(reg, ask.kind),
+        }),
+    }
+}
+
+/// The routing decision, if what it chose serves the endpoint's kind.
+fn served(reg: &Registry, ask: &Ask<'_>, routed: Routed) -> Result<Routed, RouteError> {
+    let (what, name, kind) = match routed.choice {
+        Choice::Route(r) => ("route", &reg.routes[r].name, reg.routes[r].kind),
+        Choice::Model(m) => ("model", &reg.models[m].name, reg.models[m].kind),
+    };
+    if kind.serves(ask.kind) {
+        return Ok(routed);
+    }
+    Err(RouteError::WrongKind {
+        what,
+        name: name.clone(),
+        kind,
+        needed: ask.kind,
+        path: ask.path,
+        valid: serving(reg, ask.kind),
+    })
+}
+
+/// The routes and models that serve endpoints of `kind`, for an error's words.
+fn serving(reg: &Registry, kind: Kind) -> String {
+    let routes = reg
+        .routes
+        .iter()
+        .filter(|r| r.kind.serves(kind))
+        .map(|r| r.name.as_str());
+    let models = reg
+        .models
+        .iter()
+        .filter(|m| m.kind.serves(kind))
+        .map(|m| m.name.as_str());
+    let all = names(routes.chain(models));
+    if all.is_empty() {
+        "(none in the registry)".into()
+    } else {
+        all
     }
 }
 

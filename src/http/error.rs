@@ -24,6 +24,7 @@ pub enum Code {
     UnreadableBody,
     ModelNotFound,
     ModelRequired,
+    WrongKind,
     InvalidTask,
     InvalidIdempotencyKey,
     IdempotencyKeyOnStream,
@@ -70,6 +71,7 @@ impl Code {
             | Code::UnreadableBody
             | Code::ModelNotFound
             | Code::ModelRequired
+            | Code::WrongKind
             | Code::InvalidTask
             | Code::InvalidIdempotencyKey
             | Code::IdempotencyKeyOnStream => StatusCode::BAD_REQUEST,
@@ -125,6 +127,18 @@ impl AppError {
 impl From<crate::route::UnknownName> for AppError {
     fn from(unknown: crate::route::UnknownName) -> AppError {
         AppError::new(Code::ModelNotFound, unknown.to_string())
+    }
+}
+
+/// A request routing refused: a name unknown, of the wrong kind, or needed and missing.
+impl From<crate::route::RouteError> for AppError {
+    fn from(e: crate::route::RouteError) -> AppError {
+        let code = match &e {
+            crate::route::RouteError::Unknown(_) => Code::ModelNotFound,
+            crate::route::RouteError::WrongKind { .. } => Code::WrongKind,
+            crate::route::RouteError::Required { .. } => Code::ModelRequired,
+        };
+        AppError::new(code, e.to_string())
     }
 }
 

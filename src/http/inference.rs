@@ -133,12 +133,16 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     {
         return Err(needs_model(&fleet));
     }
-    let decision = fleet.matcher.decide(
+    let decision = fleet.matcher.decide_for(
         &fleet.registry,
-        header("x-labrouter-route"),
-        parsed.model.as_deref(),
-        &parsed.text,
-        parsed.has_image,
+        &crate::route::Ask {
+            kind: endpoint.kind(),
+            path: endpoint.client_path(),
+            header: header("x-labrouter-route"),
+            model: parsed.model.as_deref(),
+            text: &parsed.text,
+            has_image: parsed.has_image,
+        },
     )?;
     let keyed = key.map(|key| {
         let owner = parts.extensions.get::<Owner>().cloned().unwrap_or_default();

@@ -23,9 +23,9 @@ use super::inference::{needs_model, read_body, wait_header};
 use crate::fleet::Fleet;
 use crate::ollama::translate::Request as OllamaRequest;
 use crate::ollama::{Call, Ollama};
-use crate::outcome::ModelId;
+use crate::outcome::{Kind, ModelId};
 use crate::registry::Api;
-use crate::route::{Routed, UnknownName};
+use crate::route::{Ask, RouteError, Routed};
 use crate::service::Service;
 
 /// The Ollama version `/api/version` reports: clients turn features on by it, and
@@ -73,14 +73,20 @@ async fn work(svc: &Service, call: Call, req: Request) -> Result<Response, AppEr
         .headers
         .get("x-labrouter-route")
         .and_then(|v| v.to_str().ok());
-    let decision = resolve(
-        &fleet,
-        route,
-        asked.as_deref(),
-        &request.text,
-        request.has_image,
-    )
-    .map_err(|e| AppError::new(Code::ModelNotFound, e.to_string()))?;
+    let kind = if call.embeds() {
+        Kind::Embed
+    } else {
+        Kind::Chat
+    };
+    let ask = Ask {
+        kind,
+        path: call.path(),
+        header: route,
+        model: asked.as_deref(),
+        text: &request.text,
+        has_image: request.has_image,
+    };
+    let decision = resolve(&fleet, ask)?;
     let asked = asked.unwrap_or_else(|| "auto".to_string());
     if let Some(load) = request.load() {
         return Ok(load::answer(&fleet, &decision, &request, &asked, load).await);
@@ -97,17 +103,12 @@ fn untagged(name: &str) -> &str {
 
 /// Routes by the name as sent, else by it with `:latest` dropped or added; the error is
 /// the one for the name as sent.
-fn resolve(
-    fleet: &Fleet,
-    route: Option<&str>,
-    model: Option<&str>,
-    text: &str,
-    has_image: bool,
-) -> Result<Routed, UnknownName> {
+fn resolve(fleet: &Fleet, ask: Ask<'_>) -> Result<Routed, RouteError> {
     let reg = &fleet.registry;
-    let decide = |m: Option<&str>| fleet.matcher.decide(reg, route, m, text, has_image);
-    let first = decide(model);
-    let Some(name) = model.filter(|_| first.is_err()) else {
+    let decide = |m: Option<&str>| fleet.matcher.decide_for(reg, &Ask { model: m, ..ask });
+    let first = decide(ask.model);
+    let unknown = matches!(first, Err(RouteError::Unknown(_)));
+    let Some(name) = ask.model.filter(|_| unknown) else {
         return first;
     };
     let other = match name.strip_suffix(":latest") {
@@ -265,7 +266,19 @@ async fn named(svc: &Service, req: Request) -> Result<(Arc<Fleet>, String, Model
             "'model' is required: name one of /api/tags",
         ));
     };
-    let decision = resolve(&fleet, None, Some(&name), "", false)?;
+    // A card is shown for a model of any kind.
+    let ask = |kind| Ask {
+        kind,
+        path: "/api/show",
+        header: None,
+        model: Some(&name),
+        text: "",
+        has_image: false,
+    };
+    let decision = match Kind::ALL.iter().find_map(|&k| resolve(&fleet, ask(k)).ok()) {
+        Some(d) => d,
+        None => resolve(&fleet, ask(Kind::Chat))?,
+    };
     let first = decision.chain(&fleet.registry).first().copied();
     let target = first
         .ok_or_else(|| AppError::new(Code::ModelNotFound, format!("'{name}' names no target")))?;

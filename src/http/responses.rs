@@ -61,12 +61,16 @@ pub async fn create(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
     let parsed = Parsed::new(Endpoint::Responses, body)?;
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let wait = wait_header(&parts.headers)?;
-    let decision = fleet.matcher.decide(
+    let decision = fleet.matcher.decide_for(
         &fleet.registry,
-        header("x-labrouter-route"),
-        parsed.model.as_deref(),
-        &parsed.text,
-        parsed.has_image,
+        &crate::route::Ask {
+            kind: Endpoint::Responses.kind(),
+            path: Endpoint::Responses.client_path(),
+            header: header("x-labrouter-route"),
+            model: parsed.model.as_deref(),
+            text: &parsed.text,
+            has_image: parsed.has_image,
+        },
     )?;
     let keeper = match (turn.store, svc.store()) {
         (true, Some(store)) => Some(Keeper {

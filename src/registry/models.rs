@@ -6,7 +6,7 @@ use serde_saphyr::Spanned;
 use super::invalid::{err, Invalid};
 use super::raw::RawModel;
 use super::{Machine, Model};
-use crate::outcome::MachineId;
+use crate::outcome::{Kind, MachineId};
 
 pub(super) fn validate_models(
     raw: &Spanned<IndexMap<String, RawModel>>,
@@ -34,10 +34,25 @@ pub(super) fn validate_models(
                 format!("model '{name}': expected a backend name"),
             );
         }
+        let kind = match &m.kind {
+            None => Kind::Chat,
+            Some(k) => Kind::parse(k.value.trim()).ok_or_else(|| {
+                let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+                (
+                    k.referenced,
+                    format!(
+                        "model '{name}': kind '{}' is unknown; expected one of: {}",
+                        k.value,
+                        kinds.join(", ")
+                    ),
+                )
+            })?,
+        };
         models.push(Model {
             name: name.clone(),
             machine: MachineId(machine),
             backend: m.name.clone(),
+            kind,
         });
     }
     Ok(models)

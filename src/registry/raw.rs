@@ -132,6 +132,7 @@ fn default_health_path() -> S<String> {
 pub struct RawModel {
     pub machine: S<String>,
     pub name: String,
+    pub kind: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

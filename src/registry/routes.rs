@@ -5,43 +5,54 @@ use serde_saphyr::Spanned;
 use super::invalid::{err, Invalid};
 use super::raw::RawRoute;
 use super::{Model, Route};
-use crate::outcome::ModelId;
+use crate::outcome::{Kind, ModelId};
 
-/// The routes, and the index of the default one (the one marked `default`, else the first).
+/// The routes, and each kind's default route (the one of that kind marked `default`,
+/// else the first of that kind).
 pub(super) fn validate_routes(
     raw: &Spanned<Vec<RawRoute>>,
     models: &[Model],
-) -> Result<(Vec<Route>, usize), Invalid> {
+) -> Result<(Vec<Route>, Vec<(Kind, usize)>), Invalid> {
     if raw.value.is_empty() {
         return err(raw.referenced, "routes: expected at least one route");
     }
     let mut routes: Vec<Route> = Vec::with_capacity(raw.value.len());
-    let mut default_route = None;
+    let mut marked: Vec<(Kind, usize)> = Vec::new();
     for r in &raw.value {
         let name = &r.name.value;
         check_name(r, &routes, models)?;
-        let chain = chain(r, models)?;
+        let (chain, kind) = chain(r, models)?;
         let keywords = keywords(r)?;
-        if let Some(d) = &r.default {
-            if d.value {
-                if let Some(first) = default_route {
-                    let first: &Route = &routes[first];
-                    return err(
-                        d.referenced,
-                        format!("route '{name}': a second default route (the first is '{}'); expected one", first.name),
-                    );
-                }
-                default_route = Some(routes.len());
+        if let Some(d) = r.default.as_ref().filter(|d| d.value) {
+            if let Some(&(_, first)) = marked.iter().find(|(k, _)| *k == kind) {
+                return err(
+                    d.referenced,
+                    format!(
+                        "route '{name}': a second default {kind} route (the first is '{}'); expected one per kind",
+                        routes[first].name
+                    ),
+                );
             }
+            marked.push((kind, routes.len()));
         }
         routes.push(Route {
             name: name.clone(),
             keywords,
             images: r.images,
             chain,
+            kind,
         });
     }
-    Ok((routes, default_route.unwrap_or(0)))
+    let defaults = Kind::ALL
+        .into_iter()
+        .filter_map(|kind| {
+            let chosen = marked.iter().find(|(k, _)| *k == kind).map(|&(_, i)| i);
+            chosen
+                .or_else(|| routes.iter().position(|r| r.kind == kind))
+                .map(|i| (kind, i))
+        })
+        .collect();
+    Ok((routes, defaults))
 }
 
 /// A route's name: not empty, not `auto` (which asks for keyword routing), and not
@@ -69,8 +80,9 @@ fn check_name(r: &RawRoute, routes: &[Route], models: &[Model]) -> Result<(), In
     Ok(())
 }
 
-/// A route's fallback chain: at least one model, each one of `models:`.
-fn chain(r: &RawRoute, models: &[Model]) -> Result<Vec<ModelId>, Invalid> {
+/// A route's fallback chain: at least one model, each one of `models:`, all of one kind
+/// (a model without `kind` is a chat model); the chain and that kind.
+fn chain(r: &RawRoute, models: &[Model]) -> Result<(Vec<ModelId>, Kind), Invalid> {
     let name = &r.name.value;
     let chain_raw = match &r.chain {
         Some(c) if !c.value.is_empty() => c,
@@ -100,9 +112,20 @@ fn chain(r: &RawRoute, models: &[Model]) -> Result<Vec<ModelId>, Invalid> {
                 ),
             );
         };
+        let (first, this) = (chain.first().map(|&m: &ModelId| &models[m.0]), &models[i]);
+        if let Some(first) = first.filter(|f| f.kind != this.kind) {
+            return err(
+                entry.referenced,
+                format!(
+                    "route '{name}': model '{}' is a {} model but '{}' before it is {}; expected a chain of one kind (a model without kind is chat)",
+                    this.name, this.kind, first.name, first.kind
+                ),
+            );
+        }
         chain.push(ModelId(i));
     }
-    Ok(chain)
+    let kind = models[chain[0].0].kind;
+    Ok((chain, kind))
 }
 
 /// A route's keywords, trimmed and lower-cased (the matcher compares them so), each once.

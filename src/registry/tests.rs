@@ -10,6 +10,7 @@ mod api;
 mod callback_allow;
 mod cluster;
 mod front_door;
+mod kinds;
 mod task_slots;
 mod tasks;
 

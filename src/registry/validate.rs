@@ -11,14 +11,18 @@ use super::server::validate_server;
 use super::tasks::validate_tasks;
 use super::telegram::validate_telegram;
 use super::Registry;
-use crate::outcome::{ModelId, RouteId};
+use crate::outcome::{Kind, ModelId, RouteId};
 
 /// A [`Registry`] with an empty `version`, which the caller fills in.
 pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
     let server = validate_server(&raw.server)?;
     let machines = validate_machines(&raw.defaults, &raw.machines)?;
     let models = validate_models(&raw.models, &machines)?;
-    let (routes, default_route) = validate_routes(&raw.routes, &models)?;
+    let (routes, defaults) = validate_routes(&raw.routes, &models)?;
+    let default_route = defaults
+        .iter()
+        .find(|(k, _)| *k == Kind::Chat)
+        .map_or(0, |&(_, i)| i);
     let telegram = raw.telegram.as_ref().map(validate_telegram).transpose()?;
     let tasks = validate_tasks(&raw, &server, &machines)?;
     let cluster = raw.cluster.as_ref().map(validate_cluster).transpose()?;
@@ -29,6 +33,7 @@ pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
         models: models.into(),
         routes: routes.into(),
         default_route: RouteId(default_route),
+        defaults: defaults.into_iter().map(|(k, i)| (k, RouteId(i))).collect(),
         telegram,
         tasks,
         cluster,

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::*;
-use crate::outcome::{ModelId, RouteId};
+use crate::outcome::{Kind, ModelId, RouteId};
 
 /// The lab of SPEC §1, inline so the tests do not depend on the shipped file.
 const LAB: &str = r#"
@@ -317,9 +317,11 @@ fn the_header_forces_a_route() {
 #[test]
 fn an_unknown_header_route_is_an_error() {
     let (reg, router) = lab();
-    let e = router
-        .decide(&reg, Some("nosuch"), None, "code", false)
-        .unwrap_err();
+    let e = unknown(
+        router
+            .decide(&reg, Some("nosuch"), None, "code", false)
+            .unwrap_err(),
+    );
     assert_eq!(e.what, "route");
     assert_eq!(e.name, "nosuch");
     assert_eq!(e.valid, "code, vision, chat");
@@ -383,9 +385,11 @@ fn model_auto_or_absent_routes_by_keyword() {
 #[test]
 fn an_ambiguous_backend_name_is_an_error_listing_valid_names() {
     let (reg, router) = lab();
-    let e = router
-        .decide(&reg, None, Some("qwen3-coder:30b"), "code", false)
-        .unwrap_err();
+    let e = unknown(
+        router
+            .decide(&reg, None, Some("qwen3-coder:30b"), "code", false)
+            .unwrap_err(),
+    );
     assert_eq!(e.what, "model");
     assert_eq!(e.name, "qwen3-coder:30b");
     assert_eq!(
@@ -400,9 +404,11 @@ fn an_ambiguous_backend_name_is_an_error_listing_valid_names() {
 fn an_unknown_model_is_an_error_listing_valid_names() {
     let (reg, router) = lab();
     for name in ["gpt-4o", "Code", "CODER-GPU", "auto "] {
-        let e = router
-            .decide(&reg, None, Some(name), "code", false)
-            .unwrap_err();
+        let e = unknown(
+            router
+                .decide(&reg, None, Some(name), "code", false)
+                .unwrap_err(),
+        );
         assert_eq!(e.name, name);
         assert_eq!(
             e.to_string(),
@@ -802,4 +808,141 @@ fn many_phrases_with_one_first_word() {
             "{text:?}"
         );
     }
+}
+
+/// The unknown name a routing error says.
+fn unknown(e: RouteError) -> UnknownName {
+    match e {
+        RouteError::Unknown(u) => u,
+        other => panic!("expected an unknown name, got {other:?}"),
+    }
+}
+
+// === kinds ===
+
+const KINDS: &str = r#"
+machines:
+  gpu-box: { url: "http://gpu-box.local:11434/v1" }
+models:
+  coder-gpu: { machine: gpu-box, name: "qwen3-coder:30b" }
+  sdxl:      { machine: gpu-box, name: "sdxl", kind: image }
+  flux:      { machine: gpu-box, name: "flux", kind: image }
+  bge:       { machine: gpu-box, name: "bge-m3", kind: embed }
+routes:
+  - name: draw
+    keywords: [code, picture]
+    images: true
+    chain: [sdxl]
+  - name: paint
+    default: true
+    chain: [flux]
+  - name: code
+    keywords: [code]
+    chain: [coder-gpu]
+"#;
+
+fn ask<'a>(kind: Kind, model: Option<&'a str>, text: &'a str) -> Ask<'a> {
+    Ask {
+        kind,
+        path: "/v1/images/generations",
+        header: None,
+        model,
+        text,
+        has_image: false,
+    }
+}
+
+#[test]
+fn keyword_routing_scores_chat_routes_only() {
+    let (reg, router) = from_yaml(KINDS);
+    // `draw` lists "code" and "picture", but draws images: a chat request never goes there.
+    let r = router
+        .decide(&reg, None, None, "code a picture", true)
+        .unwrap();
+    assert_eq!(r.choice, Choice::Route(RouteId(2)));
+}
+
+#[test]
+fn auto_on_an_image_endpoint_takes_the_default_image_route() {
+    let (reg, router) = from_yaml(KINDS);
+    let r = router
+        .decide_for(&reg, &ask(Kind::Image, None, "code"))
+        .unwrap();
+    assert_eq!(
+        r.choice,
+        Choice::Route(RouteId(1)),
+        "paint is marked default"
+    );
+    let r = router
+        .decide_for(&reg, &ask(Kind::Image, Some("draw"), ""))
+        .unwrap();
+    assert_eq!(r.choice, Choice::Route(RouteId(0)));
+    let r = router
+        .decide_for(&reg, &ask(Kind::Image, Some("sdxl"), ""))
+        .unwrap();
+    assert_eq!(r.choice, Choice::Model(ModelId(1)));
+}
+
+#[test]
+fn a_name_of_another_kind_is_wrong_kind_and_names_the_model_and_the_endpoint() {
+    let (reg, router) = from_yaml(KINDS);
+    let e = router
+        .decide_for(&reg, &ask(Kind::Image, Some("coder-gpu"), ""))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RouteError::WrongKind {
+                kind: Kind::Chat,
+                needed: Kind::Image,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let words = e.to_string();
+    assert!(
+        words.contains("coder-gpu") && words.contains("/v1/images/generations"),
+        "{words}"
+    );
+    assert!(words.contains("draw, paint, sdxl, flux"), "{words}");
+    let e = router
+        .decide(&reg, None, Some("sdxl"), "", false)
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        RouteError::WrongKind {
+            kind: Kind::Image,
+            needed: Kind::Chat,
+            ..
+        }
+    ));
+    // Embeddings take an embed model or a chat one (which served them before kinds).
+    for name in ["bge", "coder-gpu"] {
+        assert!(
+            router
+                .decide_for(&reg, &ask(Kind::Embed, Some(name), ""))
+                .is_ok(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn auto_on_an_endpoint_whose_kind_has_no_route_is_model_required() {
+    let (reg, router) = from_yaml(KINDS);
+    let e = router
+        .decide_for(&reg, &ask(Kind::Speech, None, ""))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RouteError::Required {
+                needed: Kind::Speech,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("(none in the registry)"), "{e}");
 }

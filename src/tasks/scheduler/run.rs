@@ -121,15 +121,17 @@ impl Scheduler {
         }
         .and_then(|parsed| {
             let reg = &fleet.registry;
+            let ask = crate::route::Ask {
+                kind: task.endpoint.kind(),
+                path: task.endpoint.client_path(),
+                header: task.route.as_deref(),
+                model: parsed.model.as_deref(),
+                text: &parsed.text,
+                has_image: parsed.has_image,
+            };
             fleet
                 .matcher
-                .decide(
-                    reg,
-                    task.route.as_deref(),
-                    parsed.model.as_deref(),
-                    &parsed.text,
-                    parsed.has_image,
-                )
+                .decide_for(reg, &ask)
                 .map_err(|e| (TaskCode::InvalidRequest, e.to_string()))
                 .map(|routed| (accepted(fleet, routed.chain(reg), task.accept), parsed))
         });
