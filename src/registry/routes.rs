@@ -7,12 +7,15 @@ use super::raw::RawRoute;
 use super::{Model, Route};
 use crate::outcome::{Kind, ModelId};
 
+/// Each kind's default route, by index.
+type Defaults = Vec<(Kind, usize)>;
+
 /// The routes, and each kind's default route (the one of that kind marked `default`,
 /// else the first of that kind).
 pub(super) fn validate_routes(
     raw: &Spanned<Vec<RawRoute>>,
     models: &[Model],
-) -> Result<(Vec<Route>, Vec<(Kind, usize)>), Invalid> {
+) -> Result<(Vec<Route>, Defaults), Invalid> {
     if raw.value.is_empty() {
         return err(raw.referenced, "routes: expected at least one route");
     }
