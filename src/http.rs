@@ -28,6 +28,7 @@ pub mod error;
 mod guard;
 pub mod idempotency;
 mod inference;
+mod media;
 mod ollama;
 mod owner;
 mod responses;
@@ -43,6 +44,15 @@ pub fn app(svc: Arc<Service>) -> Router {
         .route("/v1/completions", post(inference::completions))
         .route("/v1/embeddings", post(inference::embeddings))
         .route("/v1/responses", post(responses::create))
+        .route("/v1/images/generations", post(media::images_generations))
+        .route("/v1/images/edits", post(media::images_edits))
+        .route("/v1/images/variations", post(media::images_variations))
+        .route("/v1/audio/transcriptions", post(media::transcriptions))
+        .route("/v1/audio/translations", post(media::translations))
+        .route("/v1/audio/speech", post(media::speech))
+        .route("/v1/rerank", post(media::rerank))
+        .route("/v1/reranking", post(media::rerank))
+        .route("/rerank", post(media::rerank))
         .route(
             "/v1/responses/{id}",
             get(responses::show).delete(responses::forget),

@@ -10,6 +10,7 @@
 //! - [`breaker`]: the pure per-machine breaker, `step(state, event, now)`.
 //! - [`clock`]: tokio's clock and checked arithmetic on it; wall times as RFC 3339.
 //! - [`machines`]: the live breakers, leases and counters around it.
+//! - `multipart`: uploads (multipart/form-data) read whole, their `model` rewritten.
 //! - [`cluster`]: several routers, one view of the lab: breaker verdicts and one probe per
 //!   cooldown shared through Redis.
 //! - [`upstream`]: one attempt at one machine: timeouts, liveness check, classification.
@@ -54,6 +55,7 @@ mod health;
 mod host;
 mod http;
 pub mod machines;
+mod multipart;
 pub mod ollama;
 pub mod outcome;
 mod proxy;

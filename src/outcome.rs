@@ -29,7 +29,8 @@ pub use reason::{Reason, Skip, UnknownReason};
 pub use task::{AttemptOutcome, Delivery, TaskCode, TaskStatus};
 pub use words::words;
 
-/// Which OpenAI endpoint a request is for; decides the path and what a valid answer holds.
+/// Which OpenAI endpoint a request is for; decides the path, the kind of model it sends
+/// to, and what a valid answer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Endpoint {
     Chat = 0,
@@ -37,15 +38,34 @@ pub enum Endpoint {
     Embeddings = 2,
     /// The Responses API (`/v1/responses`).
     Responses = 3,
+    ImagesGenerations = 4,
+    /// Multipart: an image to edit (and a mask).
+    ImagesEdits = 5,
+    /// Multipart: an image to vary.
+    ImagesVariations = 6,
+    /// Multipart: audio to text.
+    AudioTranscriptions = 7,
+    /// Multipart: audio to English text.
+    AudioTranslations = 8,
+    /// Text to audio: the answer is audio bytes, streamed through.
+    AudioSpeech = 9,
+    Rerank = 10,
 }
 
 impl Endpoint {
     /// Every endpoint, in the order of their discriminants (a machine's URIs are kept so).
-    pub const ALL: [Endpoint; 4] = [
+    pub const ALL: [Endpoint; 11] = [
         Endpoint::Chat,
         Endpoint::Completions,
         Endpoint::Embeddings,
         Endpoint::Responses,
+        Endpoint::ImagesGenerations,
+        Endpoint::ImagesEdits,
+        Endpoint::ImagesVariations,
+        Endpoint::AudioTranscriptions,
+        Endpoint::AudioTranslations,
+        Endpoint::AudioSpeech,
+        Endpoint::Rerank,
     ];
 
     /// The kind of model this endpoint sends to.
@@ -53,7 +73,25 @@ impl Endpoint {
         match self {
             Endpoint::Chat | Endpoint::Completions | Endpoint::Responses => Kind::Chat,
             Endpoint::Embeddings => Kind::Embed,
+            Endpoint::ImagesGenerations | Endpoint::ImagesEdits | Endpoint::ImagesVariations => {
+                Kind::Image
+            }
+            Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => Kind::Transcribe,
+            Endpoint::AudioSpeech => Kind::Speech,
+            Endpoint::Rerank => Kind::Rerank,
         }
+    }
+
+    /// Whether its body is multipart/form-data (an upload held whole, so the chain can
+    /// send it again).
+    pub fn uploads(self) -> bool {
+        matches!(
+            self,
+            Endpoint::ImagesEdits
+                | Endpoint::ImagesVariations
+                | Endpoint::AudioTranscriptions
+                | Endpoint::AudioTranslations
+        )
     }
 
     /// The path a client calls on labrouter: `/v1` and [`Endpoint::path`].
@@ -63,16 +101,19 @@ impl Endpoint {
             Endpoint::Completions => "/v1/completions",
             Endpoint::Embeddings => "/v1/embeddings",
             Endpoint::Responses => "/v1/responses",
+            Endpoint::ImagesGenerations => "/v1/images/generations",
+            Endpoint::ImagesEdits => "/v1/images/edits",
+            Endpoint::ImagesVariations => "/v1/images/variations",
+            Endpoint::AudioTranscriptions => "/v1/audio/transcriptions",
+            Endpoint::AudioTranslations => "/v1/audio/translations",
+            Endpoint::AudioSpeech => "/v1/audio/speech",
+            Endpoint::Rerank => "/v1/rerank",
         }
     }
 
+    /// The path on a machine, after its URL (which ends in `/v1`).
     pub fn path(self) -> &'static str {
-        match self {
-            Endpoint::Chat => "/chat/completions",
-            Endpoint::Completions => "/completions",
-            Endpoint::Embeddings => "/embeddings",
-            Endpoint::Responses => "/responses",
-        }
+        &self.client_path()["/v1".len()..]
     }
 }
 

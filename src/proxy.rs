@@ -16,7 +16,7 @@ use crate::outcome::{Attempted, MachineId, ModelId, Wire};
 use crate::registry::Api;
 use crate::request::Parsed;
 use crate::route::Routed;
-use crate::upstream::{relay, Answer, Endpoint, Framing};
+use crate::upstream::{relay, Answer, Endpoint, Framing, Payload};
 
 mod failure;
 mod walk;
@@ -39,7 +39,7 @@ pub struct MachineAnswer;
 /// translates for machines that speak only OpenAI's API.
 pub trait Front: Send + Sync + 'static {
     /// What to send a target called `backend` on a machine speaking `api`.
-    fn request(&self, backend: &str, api: Api) -> (Wire, Bytes);
+    fn request(&self, backend: &str, api: Api) -> (Wire, Payload);
     /// Whether the request makes vectors: it falls back only to the same backend model
     /// (SPEC §4).
     fn embeds(&self) -> bool;
@@ -68,8 +68,11 @@ pub struct OpenAi {
 }
 
 impl Front for OpenAi {
-    fn request(&self, backend: &str, _: Api) -> (Wire, Bytes) {
-        (Wire::OpenAi(self.endpoint), self.parsed.body_for(backend))
+    fn request(&self, backend: &str, _: Api) -> (Wire, Payload) {
+        (
+            Wire::OpenAi(self.endpoint),
+            self.parsed.body_for(backend).into(),
+        )
     }
 
     fn embeds(&self) -> bool {
@@ -86,7 +89,13 @@ impl Front for OpenAi {
     }
 
     fn framing(&self, _: Wire, _: Instant) -> (Framing, Option<HeaderValue>) {
-        (Framing::sse(), None)
+        match self.endpoint {
+            // Audio bytes, a transcription's events: as they come, no end marker.
+            Endpoint::AudioSpeech | Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => {
+                (Framing::bytes(), None)
+            }
+            _ => (Framing::sse(), None),
+        }
     }
 }
 

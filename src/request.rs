@@ -139,6 +139,8 @@ impl Parsed {
                 has_image = image;
                 text
             }
+            // Routed by their kind's default route or the model they name, never by text.
+            _ => String::new(),
         };
         Ok(Parsed {
             model,

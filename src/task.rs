@@ -118,25 +118,26 @@ impl Accept {
     }
 }
 
-/// The endpoint names tasks use (`chat/completions`, `completions`, `embeddings`,
-/// `responses`).
+/// The endpoints a task may call. Uploads and speech are not among them: an upload is
+/// held only while its client waits, and speech is a stream.
+pub const TASK_ENDPOINTS: [Endpoint; 6] = [
+    Endpoint::Chat,
+    Endpoint::Completions,
+    Endpoint::Embeddings,
+    Endpoint::Responses,
+    Endpoint::ImagesGenerations,
+    Endpoint::Rerank,
+];
+
+/// The name a task gives its endpoint: its path after `/v1/` (`chat/completions`,
+/// `images/generations`, `rerank`, ...).
 pub fn endpoint_name(e: Endpoint) -> &'static str {
-    match e {
-        Endpoint::Chat => "chat/completions",
-        Endpoint::Completions => "completions",
-        Endpoint::Embeddings => "embeddings",
-        Endpoint::Responses => "responses",
-    }
+    &e.client_path()["/v1/".len()..]
 }
 
+/// A task endpoint by its name.
 pub fn endpoint_from(s: &str) -> Option<Endpoint> {
-    match s {
-        "chat/completions" => Some(Endpoint::Chat),
-        "completions" => Some(Endpoint::Completions),
-        "embeddings" => Some(Endpoint::Embeddings),
-        "responses" => Some(Endpoint::Responses),
-        _ => None,
-    }
+    TASK_ENDPOINTS.into_iter().find(|&e| endpoint_name(e) == s)
 }
 
 /// One target's part in one walk, as `attempts[]` lists it.

@@ -24,11 +24,13 @@ mod answer;
 pub mod classify;
 mod hot;
 mod opening;
+mod payload;
 mod side;
 mod stream;
 
 pub use hot::{use_worker_pool, worker_pools};
 
+pub use payload::Payload;
 pub use stream::{error_event, relay, Convert, DoneLine, DoneTail, EventTail, Framing, Keep, Tail};
 
 pub use crate::outcome::Endpoint;
@@ -169,7 +171,7 @@ impl Upstream {
         &self,
         target: ModelId,
         wire: Wire,
-        body: Bytes,
+        body: Payload,
         deadline: Instant,
         lease: &Lease,
     ) -> Result<Answer, Attempted> {
@@ -183,7 +185,7 @@ impl Upstream {
         if !status.is_success() {
             return self.refusal(target, resp, at.deadline).await;
         }
-        if streams(content_type.as_ref()) {
+        if streams(wire, content_type.as_ref()) {
             let (first, rest) = self.first_chunk(&at, wire, resp, lease).await?;
             return Ok(Answer::Stream {
                 status,
@@ -271,8 +273,13 @@ impl Attempt {
     }
 }
 
-/// Whether a 2xx answer is a stream (SSE or Ollama's NDJSON) rather than a whole body.
-fn streams(content_type: Option<&HeaderValue>) -> bool {
+/// Whether a 2xx answer is a stream (SSE, Ollama's NDJSON, or speech's audio bytes, which
+/// pass as they come) rather than a whole body.
+fn streams(wire: Wire, content_type: Option<&HeaderValue>) -> bool {
+    let json = content_type.is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if wire == Wire::OpenAi(Endpoint::AudioSpeech) && !json {
+        return true;
+    }
     content_type.and_then(|v| v.to_str().ok()).is_some_and(|v| {
         v.starts_with("text/event-stream") || v.starts_with("application/x-ndjson")
     })

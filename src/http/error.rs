@@ -25,6 +25,7 @@ pub enum Code {
     ModelNotFound,
     ModelRequired,
     WrongKind,
+    InvalidUpload,
     InvalidTask,
     InvalidIdempotencyKey,
     IdempotencyKeyOnStream,
@@ -59,6 +60,8 @@ pub enum Code {
     AnswerTooLarge,
     // 501
     NotImplemented,
+    // 503
+    Busy,
 }
 
 impl Code {
@@ -72,6 +75,7 @@ impl Code {
             | Code::ModelNotFound
             | Code::ModelRequired
             | Code::WrongKind
+            | Code::InvalidUpload
             | Code::InvalidTask
             | Code::InvalidIdempotencyKey
             | Code::IdempotencyKeyOnStream => StatusCode::BAD_REQUEST,
@@ -96,6 +100,7 @@ impl Code {
             | Code::IdempotentRequestLost => StatusCode::INTERNAL_SERVER_ERROR,
             Code::AnswerTooLarge => StatusCode::BAD_GATEWAY,
             Code::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+            Code::Busy => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -127,6 +132,13 @@ impl AppError {
 impl From<crate::route::UnknownName> for AppError {
     fn from(unknown: crate::route::UnknownName) -> AppError {
         AppError::new(Code::ModelNotFound, unknown.to_string())
+    }
+}
+
+/// An upload that is not the multipart/form-data it says it is: where, in its own words.
+impl From<crate::multipart::BadUpload> for AppError {
+    fn from(e: crate::multipart::BadUpload) -> AppError {
+        AppError::new(Code::InvalidUpload, e.to_string())
     }
 }
 

@@ -141,7 +141,10 @@ fn trusted(path: &str, req: &Request, server: &Server) -> bool {
         "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings" | "/v1/models"
     ) || path.starts_with("/api/")
         || path == "/v1/responses"
-        || path.starts_with("/v1/responses/");
+        || path.starts_with("/v1/responses/")
+        || path.starts_with("/v1/images/")
+        || path.starts_with("/v1/audio/")
+        || matches!(path, "/v1/rerank" | "/v1/reranking" | "/rerank");
     inference && peer(req).is_some_and(|ip| server.trusted_networks.iter().any(|n| n.contains(ip)))
 }
 

@@ -10,7 +10,7 @@ use crate::breaker::Failure;
 use crate::outcome::Wire;
 use crate::proxy::Front;
 use crate::registry::Api;
-use crate::upstream::{Convert, DoneLine, DoneTail, Framing, Tail};
+use crate::upstream::{Convert, DoneLine, DoneTail, Framing, Payload, Tail};
 
 /// Ollama's stream content type.
 const NDJSON: &str = "application/x-ndjson";
@@ -35,12 +35,12 @@ impl Ollama {
 }
 
 impl Front for Ollama {
-    fn request(&self, backend: &str, api: Api) -> (Wire, Bytes) {
+    fn request(&self, backend: &str, api: Api) -> (Wire, Payload) {
         match api {
-            Api::Ollama => (Wire::Ollama(self.req.call), self.req.native(backend)),
+            Api::Ollama => (Wire::Ollama(self.req.call), self.req.native(backend).into()),
             Api::OpenAi => {
                 let (endpoint, body) = self.req.openai(backend);
-                (Wire::OpenAi(endpoint), body)
+                (Wire::OpenAi(endpoint), body.into())
             }
         }
     }
@@ -81,7 +81,7 @@ impl Front for Ollama {
                 Framing {
                     tail: Tail::Ndjson(DoneLine::new()),
                     convert: None,
-                    error: error_line,
+                    error: Some(error_line),
                     keep: None,
                 },
                 None,
@@ -95,7 +95,7 @@ impl Front for Ollama {
                         started,
                         self.max_line,
                     ))),
-                    error: error_line,
+                    error: Some(error_line),
                     keep: None,
                 },
                 Some(HeaderValue::from_static(NDJSON)),

@@ -44,6 +44,8 @@ pub struct RawServer {
     pub max_upstream_body: Option<S<String>>,
     pub keep_ledger: Option<S<String>>,
     pub keep_responses: Option<S<String>>,
+    pub max_upload: Option<S<String>>,
+    pub max_uploads_in_flight: Option<S<u32>>,
     pub body_timeout: Option<S<String>>,
     pub max_detached: Option<S<u32>>,
     pub max_detached_bytes: Option<S<String>>,

@@ -27,6 +27,8 @@ pub const MAX_DETACHED_LIMIT: usize = 100_000;
 
 /// The largest `server.max_detached_bytes` accepted (16 GiB): past it the size is a typo.
 pub const MAX_DETACHED_BYTES_LIMIT: u64 = 16 << 30;
+/// An upload is held in memory whole: at most 4GiB each.
+const MAX_UPLOAD_LIMIT: u64 = 4 << 30;
 
 /// The longest `server.body_timeout` accepted: a body still arriving after an hour holds
 /// its connection and its handler for nothing a home lab sends.
@@ -69,6 +71,11 @@ pub struct Server {
     pub max_detached: usize,
     /// The request bytes those detached requests may hold together.
     pub max_detached_bytes: usize,
+    /// An upload's whole multipart body (it is held, so the chain can send it again);
+    /// replaces `max_body` on the upload endpoints.
+    pub max_upload: usize,
+    /// Uploads held at once; more wait for a slot, then get 503 `busy`.
+    pub max_uploads_in_flight: usize,
 }
 
 /// Ollama's default origins (its `envconfig.AllowedOrigins`), with `[::1]` as SPEC §7 adds.
@@ -219,9 +226,9 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
     })
 }
 
-/// What the router keeps and for how long (`keep_ledger`, `keep_responses`), and the
-/// bounds on keyed requests that run on without their clients; every other field is a
-/// placeholder that [`validate_server`] fills.
+/// What the router keeps and for how long (`keep_ledger`, `keep_responses`), the bounds
+/// on keyed requests that run on without their clients, and on held uploads; every other
+/// field is a placeholder that [`validate_server`] fills.
 fn kept_and_detached(raw: &RawServer) -> Result<Server, Invalid> {
     Ok(Server {
         // Retention periods, not timeouts: up to DURATION_MAX.
@@ -248,6 +255,18 @@ fn kept_and_detached(raw: &RawServer) -> Result<Server, Invalid> {
             64 << 20,
             "server.max_detached_bytes",
             MAX_DETACHED_BYTES_LIMIT,
+        )?,
+        max_upload: size_within(
+            &raw.max_upload,
+            64 << 20,
+            "server.max_upload",
+            MAX_UPLOAD_LIMIT,
+        )?,
+        max_uploads_in_flight: whole(
+            &raw.max_uploads_in_flight,
+            8,
+            (1, 1024),
+            "server.max_uploads_in_flight",
         )?,
         ..Server::placeholder()
     })
@@ -312,6 +331,8 @@ impl Server {
             body_timeout: Duration::ZERO,
             max_detached: 0,
             max_detached_bytes: 0,
+            max_upload: 0,
+            max_uploads_in_flight: 0,
         }
     }
 }

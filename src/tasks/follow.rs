@@ -31,9 +31,11 @@ pub fn output(endpoint: Endpoint, body: &[u8]) -> Output {
     let text = match endpoint {
         Endpoint::Chat => &choice["message"]["content"],
         Endpoint::Completions => &choice["text"],
-        Endpoint::Embeddings | Endpoint::Responses => {
-            return Output::Unusable("embeddings have no text".into())
+        Endpoint::Embeddings => return Output::Unusable("embeddings have no text".into()),
+        Endpoint::ImagesGenerations | Endpoint::ImagesEdits | Endpoint::ImagesVariations => {
+            return Output::Unusable("an image has no text".into())
         }
+        _ => return Output::Unusable("its answer has no text".into()),
     };
     match text.as_str() {
         Some(t) => Output::Text(t.to_string()),
@@ -181,7 +183,12 @@ fn each_target(endpoint: Endpoint, v: &mut Value, f: &mut dyn FnMut(&mut String)
             }
             _ => {}
         },
-        Endpoint::Embeddings => {}
+        Endpoint::ImagesGenerations => {
+            if let Some(Value::String(s)) = v.get_mut("prompt") {
+                f(s);
+            }
+        }
+        _ => {}
     }
 }
 

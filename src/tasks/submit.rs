@@ -119,7 +119,7 @@ fn endpoint(e: Option<&str>) -> Result<Endpoint, Invalid> {
         None => Ok(Endpoint::Chat),
         Some(e) => endpoint_from(e).ok_or_else(|| {
             Invalid::Bad(format!(
-                "endpoint: '{}' is not one of chat/completions, completions, embeddings, responses",
+                "endpoint: '{}' is not one of chat/completions, completions, embeddings, responses, images/generations, rerank (uploads and speech are answered only while their client waits)",
                 crate::text::bounded(e)
             ))
         }),

@@ -20,7 +20,7 @@ use crate::outcome::{Attempted, Endpoint, Fault, MachineId, Reason, TaskCode, Wi
 use crate::proxy::{Front, Gate, Walk, Walked};
 use crate::registry::{Api, Registry};
 use crate::request::Parsed;
-use crate::upstream::Framing;
+use crate::upstream::{Framing, Payload};
 
 /// A task's request as every target is sent it: only `model` rewritten; the answer kept
 /// whole (a stream is a malformed answer: a task never asks for one).
@@ -30,8 +30,11 @@ struct Whole {
 }
 
 impl Front for Whole {
-    fn request(&self, backend: &str, _: Api) -> (Wire, Bytes) {
-        (Wire::OpenAi(self.endpoint), self.parsed.body_for(backend))
+    fn request(&self, backend: &str, _: Api) -> (Wire, Payload) {
+        (
+            Wire::OpenAi(self.endpoint),
+            self.parsed.body_for(backend).into(),
+        )
     }
 
     fn embeds(&self) -> bool {

@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http_body_util::Full;
 use hyper::body::Incoming;
-use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::Instant;
 
-use super::{classify, Attempt, Chunks, Upstream};
+use super::{classify, Attempt, Chunks, Payload, Upstream};
 use crate::breaker::FailureKind;
 use crate::machines::Lease;
 use crate::outcome::{words, Attempted, Fault, Wire};
@@ -41,14 +40,15 @@ impl Upstream {
         &self,
         at: &Attempt,
         wire: Wire,
-        body: Bytes,
+        body: Payload,
         lease: &Lease,
     ) -> Result<hyper::Response<Incoming>, Attempted> {
-        let mut req = hyper::Request::new(Full::new(body));
+        let content_type = body.content_type().clone();
+        let mut req = hyper::Request::new(body);
         *req.method_mut() = hyper::Method::POST;
         *req.uri_mut() = self.url(wire).clone();
         let headers = req.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(CONTENT_TYPE, content_type);
         if let Some(auth) = &self.auth {
             headers.insert(AUTHORIZATION, auth.clone());
         }

@@ -204,11 +204,21 @@ needs! {
     OllamaEmbed: embeddings: Vec<IgnoredAny>,
     OllamaEmbedding: embedding: Vec<IgnoredAny>,
     ResponseObject: object: String,
+    Ranking: results: Vec<IgnoredAny>,
+}
+
+/// A JSON object with an `error` key: what a server answers for a failure it still sends
+/// as 2xx.
+#[derive(Deserialize)]
+struct ErrorKey {
+    #[allow(dead_code)]
+    error: IgnoredAny,
 }
 
 /// A 200 must be a real answer: for OpenAI's API, JSON with `choices` (`data` for
-/// embeddings, `"object": "response"` for a Response); for Ollama's, with `message` (chat), `response` (generate), `embeddings`
-/// or `embedding`.
+/// embeddings and images, `results` for a ranking, `"object": "response"` for a Response;
+/// a transcription or speech is anything but a JSON error); for Ollama's, with `message`
+/// (chat), `response` (generate), `embeddings` or `embedding`.
 pub fn valid_answer(wire: Wire, body: &[u8]) -> Result<(), String> {
     fn read<T: for<'a> Deserialize<'a>>(body: &[u8]) -> Result<(), serde_json::Error> {
         serde_json::from_slice::<T>(body).map(|_| ())
@@ -217,7 +227,26 @@ pub fn valid_answer(wire: Wire, body: &[u8]) -> Result<(), String> {
         Wire::OpenAi(Endpoint::Chat | Endpoint::Completions) => {
             (read::<Completion>(body), "choices")
         }
-        Wire::OpenAi(Endpoint::Embeddings) => (read::<Embeddings>(body), "data"),
+        Wire::OpenAi(
+            Endpoint::Embeddings
+            | Endpoint::ImagesGenerations
+            | Endpoint::ImagesEdits
+            | Endpoint::ImagesVariations,
+        ) => (read::<Embeddings>(body), "data"),
+        Wire::OpenAi(Endpoint::Rerank) => (read::<Ranking>(body), "results"),
+        // Text, SRT, VTT, JSON or audio bytes: judged by the status, and by an `error`
+        // key when the body is JSON.
+        Wire::OpenAi(
+            Endpoint::AudioTranscriptions | Endpoint::AudioTranslations | Endpoint::AudioSpeech,
+        ) => {
+            return match serde_json::from_slice::<ErrorKey>(body) {
+                Ok(_) => Err(format!(
+                    "a JSON error sent as a 2xx: {}",
+                    crate::text::bounded(&String::from_utf8_lossy(&body[..body.len().min(200)]))
+                )),
+                Err(_) => Ok(()),
+            };
+        }
         Wire::OpenAi(Endpoint::Responses) => {
             let object = serde_json::from_slice::<ResponseObject>(body).map(|r| r.object);
             return match object {

@@ -10,15 +10,13 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::registry::Machine;
 
-type Pool = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Pool = Client<hyper_rustls::HttpsConnector<HttpConnector>, super::Payload>;
 
 /// How many pools each machine's client has: one per serving thread, and one for every
 /// other thread (see [`worker_pools`]).
@@ -66,7 +64,7 @@ impl Hot {
     }
 
     /// Sends `req` on this thread's pool.
-    pub(super) fn request(&self, req: hyper::Request<Full<Bytes>>) -> ResponseFuture {
+    pub(super) fn request(&self, req: hyper::Request<super::Payload>) -> ResponseFuture {
         let pool = POOL.with(Cell::get);
         self.0.get(pool).unwrap_or(&self.0[0]).request(req)
     }

@@ -5,7 +5,6 @@
 //! of a clean `[DONE]`. A client that goes away drops the relay, and with it the lease,
 //! which counts as neither success nor failure.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -35,8 +34,9 @@ pub struct Framing {
     pub tail: Tail,
     /// The machine's bytes turned into the client's; `None`: passed on as they are.
     pub convert: Option<Box<dyn Convert>>,
-    /// The last event of a stream that broke after reaching the client.
-    pub error: fn(target: &str, failure: &Failure) -> Bytes,
+    /// The last event of a stream that broke after reaching the client; `None` when the
+    /// framing has no error event (audio bytes): the client's connection is cut instead.
+    pub error: Option<fn(target: &str, failure: &Failure) -> Bytes>,
     /// What sees the stream's bytes go by and is told when it finished whole (a Response
     /// kept for its conversation); `None`: nothing is kept.
     pub keep: Option<Box<dyn Keep>>,
@@ -48,7 +48,7 @@ impl Framing {
         Framing {
             tail: Tail::Sse(DoneTail::new()),
             convert: None,
-            error: error_event,
+            error: Some(error_event),
             keep: None,
         }
     }
@@ -60,8 +60,22 @@ impl Framing {
         Framing {
             tail: Tail::Events(EventTail::new()),
             convert: None,
-            error: response_error_event,
+            error: Some(response_error_event),
             keep,
+        }
+    }
+}
+
+impl Framing {
+    /// Bytes as they come (audio, a transcription's events): finished when the machine
+    /// ends its body; a break after bytes reached the client cuts the client's connection
+    /// (such a body has no error event, and a cut is what tells the client).
+    pub fn bytes() -> Framing {
+        Framing {
+            tail: Tail::Bytes,
+            convert: None,
+            error: None,
+            keep: None,
         }
     }
 }
@@ -91,6 +105,8 @@ pub enum Tail {
     Ndjson(DoneLine),
     /// The Responses API's events: `response.completed`, `.incomplete` or `.failed`.
     Events(EventTail),
+    /// No end marker: a body the machine ended is whole.
+    Bytes,
 }
 
 impl Tail {
@@ -99,6 +115,7 @@ impl Tail {
             Tail::Sse(t) => t.observe(chunk),
             Tail::Ndjson(t) => t.observe(chunk),
             Tail::Events(t) => t.observe(chunk),
+            Tail::Bytes => {}
         }
     }
 
@@ -107,6 +124,7 @@ impl Tail {
             Tail::Sse(t) => t.finished(),
             Tail::Ndjson(t) => t.finished(),
             Tail::Events(t) => t.finished(),
+            Tail::Bytes => true,
         }
     }
 
@@ -116,6 +134,7 @@ impl Tail {
             Tail::Sse(_) => "stream ended without [DONE]",
             Tail::Ndjson(_) => "stream ended without its \"done\": true line",
             Tail::Events(_) => "stream ended without response.completed",
+            Tail::Bytes => "stream cut",
         }
     }
 }
@@ -258,7 +277,7 @@ pub fn relay(
     deadline: Instant,
     target: String,
     framing: Framing,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
     let deadline = deadline.min(crate::clock::from_now(upstream.timeouts.total));
     let relay = Relay {
         first: Some(first),
@@ -312,7 +331,13 @@ pub fn relay(
             }
         };
         tracing::warn!(target_model = %r.target, reason = %failure, "stream broke after reaching the client");
-        before.extend_from_slice(&(r.framing.error)(&r.target, &failure));
+        let Some(error) = r.framing.error else {
+            // No error event: the client learns of the break by the cut.
+            let cut = std::io::Error::other(failure.to_string());
+            lease.fail(failure);
+            return Some((Err(cut), r));
+        };
+        before.extend_from_slice(&error(&r.target, &failure));
         lease.fail(failure);
         Some((Ok(Bytes::from(before)), r))
     })

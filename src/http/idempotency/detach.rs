@@ -118,7 +118,7 @@ pub struct Noted<F> {
 }
 
 impl<F: Front> Front for Noted<F> {
-    fn request(&self, backend: &str, api: Api) -> (Wire, Bytes) {
+    fn request(&self, backend: &str, api: Api) -> (Wire, crate::upstream::Payload) {
         self.sent.store(true, Ordering::Release);
         self.front.request(backend, api)
     }

@@ -16,7 +16,7 @@ use crate::registry::Api;
 use crate::request::Parsed;
 use crate::store::responses as kept;
 use crate::store::Msg;
-use crate::upstream::{Framing, Keep};
+use crate::upstream::{Framing, Keep, Payload};
 
 /// Who keeps a Response, and what of this turn it keeps beside the machine's output.
 #[derive(Clone)]
@@ -48,10 +48,10 @@ impl Responses {
 }
 
 impl Front for Responses {
-    fn request(&self, backend: &str, _: Api) -> (Wire, Bytes) {
+    fn request(&self, backend: &str, _: Api) -> (Wire, Payload) {
         (
             Wire::OpenAi(Endpoint::Responses),
-            self.parsed.body_for(backend),
+            self.parsed.body_for(backend).into(),
         )
     }
 

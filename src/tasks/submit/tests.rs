@@ -63,7 +63,7 @@ fn each_bad_field_is_refused_in_words_that_name_it() {
     let cases = [
         (
             json!({"endpoint": "chat"}),
-            "endpoint: 'chat' is not one of chat/completions, completions, embeddings, responses".to_string(),
+            "endpoint: 'chat' is not one of chat/completions, completions, embeddings, responses, images/generations, rerank (uploads and speech are answered only while their client waits)".to_string(),
         ),
         (
             json!({"request": [1]}),
