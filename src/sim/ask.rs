@@ -142,3 +142,12 @@ fn tool_result(request: &Value) -> Option<String> {
         None => String::new(),
     })
 }
+
+/// `s` split near its middle, on a character boundary: a tool call's arguments streamed in
+/// two fragments, as servers stream them.
+pub(super) fn halves(s: &str) -> (&str, &str) {
+    let mid = (s.len() / 2..=s.len())
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(s.len());
+    s.split_at_checked(mid).unwrap_or((s, ""))
+}
