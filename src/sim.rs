@@ -25,6 +25,7 @@ use tokio::sync::watch;
 mod answers;
 mod ask;
 mod counts;
+mod embed;
 mod fault;
 mod feed;
 mod ollama;

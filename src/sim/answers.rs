@@ -17,21 +17,22 @@ pub(super) fn models(name: &str) -> Value {
     json!({"object":"list","data":[{"id":"sim-model","object":"model","owned_by":name}]})
 }
 
-/// The complete non-stream answer for a work route; `text` is the assistant's text.
-pub(super) fn whole(work: OpenAiWork, model: &str, name: &str, text: &str, ask: &Ask) -> Value {
-    match work {
-        OpenAiWork::Chat => {
+/// The complete non-stream answer for a chat or completions request; `text` is the
+/// assistant's text.
+pub(super) fn whole(chat: bool, model: &str, name: &str, text: &str, ask: &Ask) -> Value {
+    match chat {
+        true => {
             let (message, finish) = chat_message(name, text, ask);
             json!({"id":"chatcmpl-sim","object":"chat.completion","created":0,"model":model,
             "choices":[{"index":0,"message":message,"finish_reason":finish}],
             "usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}})
         }
-        OpenAiWork::Completions => {
+        // LangChain's `OpenAI` class reads `usage` and fails without it.
+        false => {
             json!({"id":"cmpl-sim","object":"text_completion","created":0,"model":model,
-            "choices":[{"index":0,"text":text,"finish_reason":"stop"}]})
+            "choices":[{"index":0,"text":text,"logprobs":null,"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}})
         }
-        OpenAiWork::Embeddings => json!({"object":"list","model":model,
-            "data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}]}),
     }
 }
 

@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use super::answers;
 use super::ask::Ask;
+use super::embed;
 use super::feed::{huge_body, padded_body, End, Feed, Script};
 use super::ollama::{self, meta, Reply};
 use super::routes::{self, Meta, NativeWork, OpenAiWork, Route};
@@ -218,9 +219,14 @@ fn text(inner: &Inner, ask: &Ask) -> String {
 fn whole(inner: &Inner, route: Route, request: &Value) -> Response<Body> {
     let (model, name) = (model(request), inner.name.as_str());
     let answer = match route {
+        Route::OpenAi(OpenAiWork::Embeddings) => match embed::answer(model, request) {
+            Ok(v) => v,
+            Err(e) => return openai_error(StatusCode::BAD_REQUEST, &e.message, Some(e.param)),
+        },
         Route::OpenAi(w) => {
-            let ask = Ask::openai(request, w == OpenAiWork::Chat);
-            answers::whole(w, model, name, &text(inner, &ask), &ask)
+            let chat = w == OpenAiWork::Chat;
+            let ask = Ask::openai(request, chat);
+            answers::whole(chat, model, name, &text(inner, &ask), &ask)
         }
         Route::Native(NativeWork::Embed) => match ollama::embed(model, request) {
             Ok(v) => v,
@@ -312,13 +318,13 @@ fn json_reply(status: StatusCode, v: Value) -> Response<Body> {
 /// An error answer in `shape`.
 fn error(shape: Shape, status: StatusCode, message: &str) -> Response<Body> {
     match shape {
-        Shape::OpenAi => openai_error(status, message),
+        Shape::OpenAi => openai_error(status, message, None),
         Shape::Ollama => json_reply(status, ollama::error_body(message)),
     }
 }
 
-/// An OpenAI-style error answer.
-fn openai_error(status: StatusCode, message: &str) -> Response<Body> {
+/// An OpenAI-style error answer; `param` names the request field at fault, if one is.
+fn openai_error(status: StatusCode, message: &str, param: Option<&str>) -> Response<Body> {
     let kind = match status.as_u16() {
         429 => "rate_limit_exceeded",
         400..=499 => "invalid_request_error",
@@ -326,6 +332,6 @@ fn openai_error(status: StatusCode, message: &str) -> Response<Body> {
     };
     json_reply(
         status,
-        json!({"error":{"message":message,"type":kind,"param":null,"code":null}}),
+        json!({"error":{"message":message,"type":kind,"param":param,"code":null}}),
     )
 }

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::*;
 
 mod ollama;
+mod openai;
 mod rich;
 mod streams;
 
