@@ -41,8 +41,12 @@ pub use fault::Fault;
 use crate::registry::Api;
 use counts::Counts;
 
-/// The model names an Ollama sim lists until [`Sim::set_models`] says otherwise.
-const DEFAULT_MODEL: &str = "sim-model:latest";
+/// The model an OpenAI sim lists until [`Sim::set_models`] says otherwise.
+const DEFAULT_MODEL: &str = "sim-model";
+
+/// The model an Ollama sim lists until [`Sim::set_models`] says otherwise: Ollama names
+/// its models with their tag.
+const DEFAULT_OLLAMA_MODEL: &str = "sim-model:latest";
 
 /// Handle to one simulated machine; clones share it. Dropping handles does not stop serving
 /// (the accept loop is a detached task): call [`Sim::shutdown`].
@@ -68,7 +72,8 @@ struct Inner {
     chunks: AtomicUsize,
     /// The assistant text of a whole answer; `None`: "ok from NAME".
     text: Mutex<Option<String>>,
-    /// The models an Ollama sim lists (/api/tags, /api/ps) and knows (/api/show).
+    /// The models it lists (/v1/models; on Ollama /api/tags, /api/ps) and knows
+    /// (/api/show); the first answers a request that names none.
     models: Mutex<Vec<String>>,
     counts: Counts,
 }
@@ -122,7 +127,10 @@ impl Sim {
             listener: Mutex::new(Some(listener)),
             chunks: AtomicUsize::new(3),
             text: Mutex::new(None),
-            models: Mutex::new(vec![DEFAULT_MODEL.to_owned()]),
+            models: Mutex::new(vec![match api {
+                Api::OpenAi => DEFAULT_MODEL.to_owned(),
+                Api::Ollama => DEFAULT_OLLAMA_MODEL.to_owned(),
+            }]),
             counts: Counts::default(),
         });
         tokio::spawn(serve::accept_loop(inner.clone()));
@@ -173,8 +181,10 @@ impl Sim {
         *lock(&self.inner.text) = text.map(str::to_string);
     }
 
-    /// The models an Ollama sim lists and knows from now on (default `sim-model:latest`), so
-    /// a test can tell two sims apart by their model lists.
+    /// The models it lists and knows from now on, on both APIs (default `sim-model`;
+    /// `sim-model:latest` on an Ollama sim), so a test can tell two sims apart by their model
+    /// lists and a client sees the names it expects. Answers echo the model a request names;
+    /// one naming none is answered as the first of these.
     pub fn set_models(&self, models: &[&str]) {
         *lock(&self.inner.models) = models.iter().map(|m| (*m).to_owned()).collect();
     }

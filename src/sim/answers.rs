@@ -12,9 +12,17 @@ use super::routes::OpenAiWork;
 /// The id every tool call carries.
 const CALL_ID: &str = "call_sim_0";
 
-/// The model list `GET /v1/models` answers.
-pub(super) fn models(name: &str) -> Value {
-    json!({"object":"list","data":[{"id":"sim-model","object":"model","owned_by":name}]})
+/// The model list `GET /v1/models` answers: `models`, each owned by the sim `name` (so a
+/// test can tell machines apart by it), created now.
+pub(super) fn models(name: &str, models: &[String]) -> Value {
+    let created = crate::clock::wall()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let data: Vec<Value> = models
+        .iter()
+        .map(|m| json!({"id":m,"object":"model","created":created,"owned_by":name}))
+        .collect();
+    json!({"object":"list","data":data})
 }
 
 /// The complete non-stream answer for a chat or completions request; `text` is the

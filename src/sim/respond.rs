@@ -20,7 +20,7 @@ use super::embed;
 use super::feed::{huge_body, padded_body, End, Feed, Script};
 use super::ollama::{self, meta, Reply};
 use super::routes::{self, Meta, NativeWork, OpenAiWork, Route};
-use super::{lock, Fault, Inner};
+use super::{lock, Fault, Inner, DEFAULT_MODEL};
 use crate::registry::Api;
 
 /// Which API's error body a request gets.
@@ -195,12 +195,16 @@ async fn work(
     reply(StatusCode::OK, kind, feed.into_body())
 }
 
-/// The model a request names ("sim-model" if none).
-fn model(request: &Value) -> &str {
-    request
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("sim-model")
+/// The model a request names, echoed in its answer; a request naming none is answered as
+/// the first model the sim lists.
+fn model(inner: &Inner, request: &Value) -> String {
+    match request.get("model").and_then(Value::as_str) {
+        Some(m) => m.to_owned(),
+        None => lock(&inner.models)
+            .first()
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+    }
 }
 
 /// The text of a whole answer: a fixed one if asked, else [`Sim::set_text`]'s or
@@ -217,7 +221,8 @@ fn text(inner: &Inner, ask: &Ask) -> String {
 
 /// The complete non-stream answer for a work route.
 fn whole(inner: &Inner, route: Route, request: &Value) -> Response<Body> {
-    let (model, name) = (model(request), inner.name.as_str());
+    let model = model(inner, request);
+    let (model, name) = (model.as_str(), inner.name.as_str());
     let answer = match route {
         Route::OpenAi(OpenAiWork::Embeddings) => match embed::answer(model, request) {
             Ok(v) => v,
@@ -246,7 +251,7 @@ fn native<R>(inner: &Inner, work: NativeWork, request: &Value, f: impl FnOnce(&R
     let created_at = ollama::now();
     f(&Reply {
         chat,
-        model: model(request),
+        model: &model(inner, request),
         name: &inner.name,
         created_at: &created_at,
         ask: &ask,
@@ -260,7 +265,8 @@ fn stream_script(
     request: &Value,
     pieces: usize,
 ) -> (Script, &'static str) {
-    let (model, name) = (model(request), inner.name.as_str());
+    let model = model(inner, request);
+    let (model, name) = (model.as_str(), inner.name.as_str());
     match route {
         Route::Native(w) => {
             let script = native(inner, w, request, |r| r.script(pieces));
@@ -279,7 +285,7 @@ fn stream_script(
 async fn metadata(inner: &Inner, route: Meta, req: Request<Incoming>) -> Response<Body> {
     let models = lock(&inner.models).clone();
     let answer = match route {
-        Meta::Models => answers::models(&inner.name),
+        Meta::Models => answers::models(&inner.name, &models),
         Meta::Tags => meta::tags(&models),
         Meta::Ps => meta::ps(&models),
         Meta::Version => meta::version(),

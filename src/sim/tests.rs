@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
+mod models;
 mod ollama;
 mod openai;
 mod rich;
