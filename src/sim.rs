@@ -30,6 +30,7 @@ mod fault;
 mod feed;
 mod ollama;
 mod respond;
+mod responses;
 mod routes;
 mod serve;
 #[cfg(test)]

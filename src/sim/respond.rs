@@ -1,5 +1,6 @@
 //! How one request is answered under the current fault: its route, the faults every work
-//! route shares, then the OpenAI or Ollama answer, whole or streamed.
+//! route shares, then the OpenAI (chat, completions, embeddings, Responses) or Ollama
+//! answer, whole or streamed.
 
 use std::future::pending;
 use std::sync::atomic::Ordering;
@@ -19,6 +20,7 @@ use super::ask::Ask;
 use super::embed;
 use super::feed::{huge_body, padded_body, End, Feed, Script};
 use super::ollama::{self, meta, Reply};
+use super::responses;
 use super::routes::{self, Meta, NativeWork, OpenAiWork, Route};
 use super::{lock, Fault, Inner, DEFAULT_MODEL};
 use crate::registry::Api;
@@ -144,10 +146,12 @@ async fn shared_fault(
     }
 }
 
-/// The huge answer for `route`: Ollama-shaped on Ollama's own routes.
+/// The huge answer for `route`: Ollama-shaped on Ollama's own routes, a Response on the
+/// Responses API's.
 fn huge(route: Route, n: usize) -> Body {
     match route {
         Route::Native(work) => padded_body(n, ollama::huge_head(work)),
+        Route::OpenAi(OpenAiWork::Responses) => padded_body(n, responses::HUGE_HEAD),
         _ => huge_body(n),
     }
 }
@@ -228,6 +232,10 @@ fn whole(inner: &Inner, route: Route, request: &Value) -> Response<Body> {
             Ok(v) => v,
             Err(e) => return openai_error(StatusCode::BAD_REQUEST, &e.message, Some(e.param)),
         },
+        Route::OpenAi(OpenAiWork::Responses) => {
+            let reply = responses::Reply::new(model, request);
+            reply.whole(&text(inner, &reply.ask))
+        }
         Route::OpenAi(w) => {
             let chat = w == OpenAiWork::Chat;
             let ask = Ask::openai(request, chat);
@@ -271,6 +279,10 @@ fn stream_script(
         Route::Native(w) => {
             let script = native(inner, w, request, |r| r.script(pieces));
             (script, "application/x-ndjson")
+        }
+        Route::OpenAi(OpenAiWork::Responses) => {
+            let reply = responses::Reply::new(model, request);
+            (responses::script(&reply, name, pieces), "text/event-stream")
         }
         Route::OpenAi(w) => {
             let ask = Ask::openai(request, w == OpenAiWork::Chat);

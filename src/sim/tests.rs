@@ -12,6 +12,7 @@ use super::*;
 mod models;
 mod ollama;
 mod openai;
+mod responses;
 mod rich;
 mod streams;
 
