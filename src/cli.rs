@@ -119,8 +119,8 @@ pub enum Command {
     /// Run one simulated machine, OpenAI-compatible or Ollama, on a loopback address (for
     /// trying labrouter without a lab).
     ///
-    /// It answers as real servers do: /v1/chat/completions, /v1/completions, /v1/embeddings
-    /// and /v1/models; with
+    /// It answers as real servers do: /v1/chat/completions, /v1/completions, /v1/embeddings,
+    /// /v1/responses (the Responses API; stateless, as Ollama's) and /v1/models; with
     /// `--api ollama` also Ollama's /api/chat, /api/generate, /api/embed, /api/tags,
     /// /api/show, /api/ps and /api/version. Its text is "ok from NAME", streamed as
     /// "NAME-0 NAME-1 NAME-2 "; a request offering tools gets a call to the first one.
