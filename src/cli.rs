@@ -47,6 +47,17 @@ impl From<SimApi> for crate::registry::Api {
     }
 }
 
+/// One name of `labrouter sim --models`: not empty, no spaces.
+fn model_name(name: &str) -> Result<String, String> {
+    if name.is_empty() {
+        return Err("a model name is empty (names are separated by commas)".into());
+    }
+    if name.chars().any(char::is_whitespace) {
+        return Err(format!("model name {name:?} has a space in it"));
+    }
+    Ok(name.to_owned())
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the OpenAI-compatible API and route requests across the registry's machines.
@@ -107,14 +118,26 @@ pub enum Command {
     },
     /// Run one simulated machine, OpenAI-compatible or Ollama, on a loopback address (for
     /// trying labrouter without a lab).
+    ///
+    /// It answers as real servers do: /v1/chat/completions, /v1/completions, /v1/embeddings,
+    /// /v1/responses (the Responses API; stateless, as Ollama's) and /v1/models; with
+    /// `--api ollama` also Ollama's /api/chat, /api/generate, /api/embed, /api/tags,
+    /// /api/show, /api/ps and /api/version. Its text is "ok from NAME", streamed as
+    /// "NAME-0 NAME-1 NAME-2 "; a request offering tools gets a call to the first one.
     Sim {
         #[arg(long, default_value = "127.0.0.1:11434")]
         listen: SocketAddr,
+        /// The machine's name, which its answers carry.
         #[arg(long, default_value = "sim")]
         name: String,
         /// The API it speaks: openai, or ollama (Ollama's own /api/... routes too).
         #[arg(long, value_enum, default_value_t = SimApi::Openai)]
         api: SimApi,
+        /// The models it lists and answers as, comma-separated (default: sim-model, or
+        /// sim-model:latest with --api ollama). On Ollama's routes a name with "embed" is
+        /// an embedding model, one with "vl" or "vision" sees images too.
+        #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = model_name)]
+        models: Vec<String>,
     },
     /// Run a simulated lab on loopback with a scripted outage, narrated as it happens.
     Demo {
@@ -229,6 +252,14 @@ mod tests {
         }
     }
 
+    /// The sim's `--models` of one command line, or clap's error text.
+    fn sim_models(args: &[&str]) -> Result<Vec<String>, String> {
+        match parsed("sim", args)? {
+            Command::Sim { models, .. } => Ok(models),
+            other => Err(format!("not sim: {other:?}")),
+        }
+    }
+
     /// `serve`'s `--workers` of one command line, or clap's error text.
     fn serve_workers(args: &[&str]) -> Result<u16, String> {
         match parsed("serve", args)? {
@@ -261,5 +292,22 @@ mod tests {
         );
         let err = sim_api(&["--api", "vllm"]).unwrap_err();
         assert!(err.contains("invalid value 'vllm'") && err.contains("openai, ollama"));
+    }
+
+    #[test]
+    fn sim_models_are_a_comma_separated_list_of_names() {
+        assert_eq!(sim_models(&[]), Ok(vec![]));
+        assert_eq!(
+            sim_models(&["--models", "qwen3:8b,nomic-embed-text,llava"]),
+            Ok(vec![
+                "qwen3:8b".into(),
+                "nomic-embed-text".into(),
+                "llava".into()
+            ])
+        );
+        for bad in ["a,,b", "", "a, b"] {
+            let err = sim_models(&["--models", bad]).unwrap_err();
+            assert!(err.contains("--models"), "{bad:?}: {err}");
+        }
     }
 }

@@ -6,11 +6,20 @@
 //! reached it. It runs entirely in the caller's tokio runtime and waits only with `tokio::time`,
 //! so paused-clock tests drive it deterministically.
 //!
+//! It answers as real servers do, so real clients (the openai SDK, LiteLLM, LangChain, the
+//! Agents SDK, the ollama client) read it: `/v1/chat/completions` (streams open with the
+//! assistant's role and end with a finish chunk, then usage when asked), `/v1/completions`
+//! (with usage), `/v1/embeddings` (one vector per input; base64 when asked),
+//! `/v1/responses` (the Responses API, stateless as Ollama's: a Response, a function call
+//! when tools are offered, or OpenAI's event stream) and `/v1/models`; an Ollama sim adds
+//! Ollama's own routes, with each model's capabilities. It lists the models
+//! [`Sim::set_models`] names (`labrouter sim --models`) and echoes the one a request names.
+//!
 //! `fault` is the vocabulary, `serve` the port and its connections, `respond` how one request
 //! is answered under the current fault, `ask` what a work request asks of its answer (tools,
-//! thinking, JSON, usage), `answers` the OpenAI-shaped answers, `ollama` Ollama's own routes
-//! and answers, `feed` the bodies that take time or space, and `counts` what reached the
-//! machine.
+//! thinking, JSON, usage), `answers` the OpenAI-shaped chat and completions answers, `embed`
+//! the embeddings, `responses` the Responses API, `ollama` Ollama's own routes and answers,
+//! `feed` the bodies that take time or space, and `counts` what reached the machine.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -25,10 +34,12 @@ use tokio::sync::watch;
 mod answers;
 mod ask;
 mod counts;
+mod embed;
 mod fault;
 mod feed;
 mod ollama;
 mod respond;
+mod responses;
 mod routes;
 mod serve;
 #[cfg(test)]
@@ -40,8 +51,12 @@ pub use fault::Fault;
 use crate::registry::Api;
 use counts::Counts;
 
-/// The model names an Ollama sim lists until [`Sim::set_models`] says otherwise.
-const DEFAULT_MODEL: &str = "sim-model:latest";
+/// The model an OpenAI sim lists until [`Sim::set_models`] says otherwise.
+const DEFAULT_MODEL: &str = "sim-model";
+
+/// The model an Ollama sim lists until [`Sim::set_models`] says otherwise: Ollama names
+/// its models with their tag.
+const DEFAULT_OLLAMA_MODEL: &str = "sim-model:latest";
 
 /// Handle to one simulated machine; clones share it. Dropping handles does not stop serving
 /// (the accept loop is a detached task): call [`Sim::shutdown`].
@@ -67,7 +82,8 @@ struct Inner {
     chunks: AtomicUsize,
     /// The assistant text of a whole answer; `None`: "ok from NAME".
     text: Mutex<Option<String>>,
-    /// The models an Ollama sim lists (/api/tags, /api/ps) and knows (/api/show).
+    /// The models it lists (/v1/models; on Ollama /api/tags, /api/ps) and knows
+    /// (/api/show); the first answers a request that names none.
     models: Mutex<Vec<String>>,
     counts: Counts,
 }
@@ -121,7 +137,10 @@ impl Sim {
             listener: Mutex::new(Some(listener)),
             chunks: AtomicUsize::new(3),
             text: Mutex::new(None),
-            models: Mutex::new(vec![DEFAULT_MODEL.to_owned()]),
+            models: Mutex::new(vec![match api {
+                Api::OpenAi => DEFAULT_MODEL.to_owned(),
+                Api::Ollama => DEFAULT_OLLAMA_MODEL.to_owned(),
+            }]),
             counts: Counts::default(),
         });
         tokio::spawn(serve::accept_loop(inner.clone()));
@@ -162,18 +181,21 @@ impl Sim {
     }
 
     /// Number of pieces (`NAME-i `) a plain stream sends (default 3): SSE chunks before
-    /// `data: [DONE]`, NDJSON lines before Ollama's done line.
+    /// the finish chunk, Responses text deltas, NDJSON lines before Ollama's done line.
     pub fn set_chunks(&self, n: usize) {
         self.inner.chunks.store(n, Ordering::Relaxed);
     }
 
-    /// The text of whole (not streamed) answers from now on; `None` for "ok from NAME".
+    /// The text of whole (not streamed) answers from now on, Responses too; `None` for
+    /// "ok from NAME".
     pub fn set_text(&self, text: Option<&str>) {
         *lock(&self.inner.text) = text.map(str::to_string);
     }
 
-    /// The models an Ollama sim lists and knows from now on (default `sim-model:latest`), so
-    /// a test can tell two sims apart by their model lists.
+    /// The models it lists and knows from now on, on both APIs (default `sim-model`;
+    /// `sim-model:latest` on an Ollama sim), so a test can tell two sims apart by their model
+    /// lists and a client sees the names it expects. Answers echo the model a request names;
+    /// one naming none is answered as the first of these.
     pub fn set_models(&self, models: &[&str]) {
         *lock(&self.inner.models) = models.iter().map(|m| (*m).to_owned()).collect();
     }
@@ -184,9 +206,9 @@ impl Sim {
         self.inner.counts.hits(path)
     }
 
-    /// Requests on every path except the metadata ones (the work that reached the machine):
-    /// /v1/models, and Ollama's /api/tags, /api/ps, /api/version, /api/show and `/` (whatever
-    /// API the sim speaks).
+    /// Requests on every path except the metadata ones (the work that reached the machine,
+    /// `/v1/responses` included): the metadata ones are /v1/models, and Ollama's /api/tags,
+    /// /api/ps, /api/version, /api/show and `/` (whatever API the sim speaks).
     pub fn work_hits(&self) -> u64 {
         self.inner.counts.work_hits()
     }

@@ -27,7 +27,12 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             image,
         } => route(&config, &text, model.as_deref(), image),
         Command::Replay { trace } => replay(&trace),
-        Command::Sim { listen, name, api } => sim(listen, &name, api.into()).await,
+        Command::Sim {
+            listen,
+            name,
+            api,
+            models,
+        } => sim(listen, &name, api.into(), &models).await,
         Command::Digest {
             print,
             send,
@@ -93,12 +98,22 @@ fn replay(trace: &Path) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `labrouter sim`: a simulated machine on `listen` until Ctrl-C or SIGTERM.
-async fn sim(listen: SocketAddr, name: &str, api: Api) -> anyhow::Result<ExitCode> {
+/// `labrouter sim`: a simulated machine on `listen` until Ctrl-C or SIGTERM, listing
+/// `models` (its default one if none).
+async fn sim(
+    listen: SocketAddr,
+    name: &str,
+    api: Api,
+    models: &[String],
+) -> anyhow::Result<ExitCode> {
     let sim = crate::sim::Sim::start_with(name, listen, api)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(url = %sim.base_url(), %name, api = api.as_str(), "simulated machine serving; Ctrl-C stops it");
+    if !models.is_empty() {
+        sim.set_models(&models.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let models = models.join(",");
+    tracing::info!(url = %sim.base_url(), %name, api = api.as_str(), %models, "simulated machine serving; Ctrl-C stops it");
     shutdown_signal().await;
     sim.shutdown();
     Ok(ExitCode::SUCCESS)

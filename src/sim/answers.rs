@@ -1,37 +1,46 @@
 //! The OpenAI-shaped answers: whole answers and the SSE scripts of streams, plain or with
-//! what the request asked for (a tool call, reasoning, JSON, a usage chunk). A plain request
-//! gets exactly the bytes it always did.
+//! what the request asked for (a tool call, reasoning, JSON, a usage chunk), shaped as
+//! OpenAI's own so that real clients (LiteLLM, LangChain, the openai SDK) read them.
 
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::ask::{thinking, Ask, ToolCall};
+use super::ask::{halves, thinking, Ask, ToolCall};
 use super::feed::Script;
 use super::routes::OpenAiWork;
 
 /// The id every tool call carries.
 const CALL_ID: &str = "call_sim_0";
 
-/// The model list `GET /v1/models` answers.
-pub(super) fn models(name: &str) -> Value {
-    json!({"object":"list","data":[{"id":"sim-model","object":"model","owned_by":name}]})
+/// The model list `GET /v1/models` answers: `models`, each owned by the sim `name` (so a
+/// test can tell machines apart by it), created now.
+pub(super) fn models(name: &str, models: &[String]) -> Value {
+    let created = crate::clock::wall()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let data: Vec<Value> = models
+        .iter()
+        .map(|m| json!({"id":m,"object":"model","created":created,"owned_by":name}))
+        .collect();
+    json!({"object":"list","data":data})
 }
 
-/// The complete non-stream answer for a work route; `text` is the assistant's text.
-pub(super) fn whole(work: OpenAiWork, model: &str, name: &str, text: &str, ask: &Ask) -> Value {
-    match work {
-        OpenAiWork::Chat => {
+/// The complete non-stream answer for a chat or completions request; `text` is the
+/// assistant's text.
+pub(super) fn whole(chat: bool, model: &str, name: &str, text: &str, ask: &Ask) -> Value {
+    match chat {
+        true => {
             let (message, finish) = chat_message(name, text, ask);
             json!({"id":"chatcmpl-sim","object":"chat.completion","created":0,"model":model,
             "choices":[{"index":0,"message":message,"finish_reason":finish}],
             "usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}})
         }
-        OpenAiWork::Completions => {
+        // LangChain's `OpenAI` class reads `usage` and fails without it.
+        false => {
             json!({"id":"cmpl-sim","object":"text_completion","created":0,"model":model,
-            "choices":[{"index":0,"text":text,"finish_reason":"stop"}]})
+            "choices":[{"index":0,"text":text,"logprobs":null,"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}})
         }
-        OpenAiWork::Embeddings => json!({"object":"list","model":model,
-            "data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}]}),
     }
 }
 
@@ -91,8 +100,10 @@ fn usage_chunk(work: OpenAiWork, model: &str, tokens: usize) -> Bytes {
 }
 
 /// The SSE script of a stream: a thinking delta if asked, then a tool call, one fixed text,
-/// or `pieces` pieces `NAME-i `; with usage asked, a finish chunk and a usage chunk (one
-/// completion token per frame before them); then `[DONE]`.
+/// or `pieces` pieces `NAME-i `; a finish chunk, and a usage chunk after it when asked (one
+/// completion token per frame before them); then `[DONE]`. A chat stream's first chunk
+/// carries the assistant's role, as OpenAI's does (clients that build the message from
+/// the deltas read it there); every stream ends with its finish chunk, which LiteLLM needs.
 pub(super) fn script(
     work: OpenAiWork,
     model: &str,
@@ -101,36 +112,51 @@ pub(super) fn script(
     pieces: usize,
 ) -> Script {
     let chat = work == OpenAiWork::Chat;
-    let mut head = Vec::new();
-    if chat && ask.think {
-        let delta = json!({"reasoning_content":thinking(name)});
-        head.push(chat_chunk(model, delta, Value::Null));
-    }
-    let fixed = ask.fixed_text(name);
     let tool = ask.tool.as_ref().filter(|_| chat);
+    let fixed = ask.fixed_text(name);
+    // Chat deltas, or completion texts, before the pieces.
+    let mut opening: Vec<Value> = Vec::new();
+    if chat && ask.think {
+        opening.push(json!({"reasoning_content":thinking(name)}));
+    }
     if let Some(call) = tool {
-        head.extend(tool_call_chunks(model, call));
+        opening.extend(tool_call_deltas(call));
     } else if let Some(text) = &fixed {
-        head.push(match chat {
-            true => chat_chunk(model, json!({"content":text}), Value::Null),
-            false => completion_chunk(model, text, Value::Null),
+        opening.push(match chat {
+            true => json!({"content":text}),
+            false => text.as_str().into(),
         });
     }
     let pieces = match tool.is_some() || fixed.is_some() {
         true => 0,
         false => pieces,
     };
-    let mut tail = Vec::new();
+    // Where the role goes: the first chunk, whatever it carries.
+    let role_in_piece = chat && opening.is_empty() && pieces > 0;
+    let role_in_finish = chat && opening.is_empty() && pieces == 0;
+    if let (true, Some(first)) = (chat, opening.first_mut()) {
+        with_role(first);
+    }
+    let head: Vec<Bytes> = opening
+        .into_iter()
+        .map(|v| match chat {
+            true => chat_chunk(model, v, Value::Null),
+            false => completion_chunk(model, v.as_str().unwrap_or_default(), Value::Null),
+        })
+        .collect();
+    let mut tail = vec![match chat {
+        true => {
+            let mut delta = json!({});
+            if role_in_finish {
+                with_role(&mut delta);
+            }
+            let finish = if tool.is_some() { "tool_calls" } else { "stop" };
+            chat_chunk(model, delta, finish.into())
+        }
+        false => completion_chunk(model, "", "stop".into()),
+    }];
     if ask.usage {
-        let tokens = head.len() + pieces;
-        tail.push(match (chat, tool.is_some()) {
-            (true, true) => chat_chunk(model, json!({}), "tool_calls".into()),
-            (true, false) => chat_chunk(model, json!({}), "stop".into()),
-            (false, _) => completion_chunk(model, "", "stop".into()),
-        });
-        tail.push(usage_chunk(work, model, tokens));
-    } else if tool.is_some() {
-        tail.push(chat_chunk(model, json!({}), "tool_calls".into()));
+        tail.push(usage_chunk(work, model, head.len() + pieces));
     }
     let (model, name) = (model.to_owned(), name.to_owned());
     Script {
@@ -138,34 +164,34 @@ pub(super) fn script(
         pieces,
         piece: Box::new(move |i| {
             let piece = format!("{name}-{i} ");
-            match chat {
-                true => chat_chunk(&model, json!({"content":piece}), Value::Null),
-                false => completion_chunk(&model, &piece, Value::Null),
+            if !chat {
+                return completion_chunk(&model, &piece, Value::Null);
             }
+            let mut delta = json!({"content":piece});
+            if role_in_piece && i == 0 {
+                with_role(&mut delta);
+            }
+            chat_chunk(&model, delta, Value::Null)
         }),
         tail,
         last: Some(Bytes::from_static(b"data: [DONE]\n\n")),
     }
 }
 
-/// A streamed tool call: its id, type and name with empty arguments, then the arguments in
-/// two fragments.
-fn tool_call_chunks(model: &str, call: &ToolCall) -> Vec<Bytes> {
+/// Puts the assistant's role into a chat delta.
+fn with_role(delta: &mut Value) {
+    if let Some(d) = delta.as_object_mut() {
+        d.insert("role".into(), "assistant".into());
+    }
+}
+
+/// The deltas of a streamed tool call: its id, type and name with empty arguments, then
+/// the arguments in two fragments.
+fn tool_call_deltas(call: &ToolCall) -> [Value; 3] {
     let opening = json!({"tool_calls":[{"index":0,"id":CALL_ID,"type":"function",
         "function":{"name":call.name,"arguments":""}}]});
     let arguments = call.arguments_text();
     let (first, second) = halves(&arguments);
     let fragment = |part: &str| json!({"tool_calls":[{"index":0,"function":{"arguments":part}}]});
     [opening, fragment(first), fragment(second)]
-        .into_iter()
-        .map(|delta| chat_chunk(model, delta, Value::Null))
-        .collect()
-}
-
-/// `s` split near its middle, on a character boundary.
-fn halves(s: &str) -> (&str, &str) {
-    let mid = (s.len() / 2..=s.len())
-        .find(|&i| s.is_char_boundary(i))
-        .unwrap_or(s.len());
-    s.split_at_checked(mid).unwrap_or((s, ""))
 }

@@ -1,7 +1,7 @@
 //! What a work request asks of its answer beyond plain text: a tool call, a tool result to
-//! echo, thinking, JSON, a usage chunk. Read the same way from OpenAI and Ollama requests, so
-//! tests can watch each field travel through labrouter's translation. Never fails: a field
-//! of the wrong shape is simply not asked for.
+//! echo, thinking, JSON, a usage chunk. Read the same way from OpenAI (chat, completions,
+//! Responses) and Ollama requests, so tests can watch each field travel through labrouter's
+//! translation. Never fails: a field of the wrong shape is simply not asked for.
 
 use serde_json::{Map, Value};
 
@@ -54,6 +54,22 @@ impl Ask {
                 .pointer("/stream_options/include_usage")
                 .and_then(Value::as_bool)
                 == Some(true),
+        }
+    }
+
+    /// Read from a Responses API request: a call to the first tool offered unless the last
+    /// input item is a tool's output (then that output echoed), JSON when `text.format`
+    /// asks for it.
+    pub(super) fn responses(request: &Value) -> Ask {
+        let output = last_input(request)
+            .filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call_output"));
+        let format = request.pointer("/text/format/type").and_then(Value::as_str);
+        Ask {
+            tool: output.is_none().then(|| offered_tool(request)).flatten(),
+            tool_result: output.map(|o| as_text(o.get("output"))),
+            think: false,
+            json: matches!(format, Some("json_object" | "json_schema")),
+            usage: false,
         }
     }
 
@@ -111,13 +127,27 @@ fn last_is_tool(request: &Value) -> bool {
         == Some("tool")
 }
 
+/// The last item of a Responses request's `input`, when it is a list of items (a text
+/// input is a user's message).
+fn last_input(request: &Value) -> Option<&Value> {
+    request.get("input")?.as_array()?.last()
+}
+
 /// A call to the first tool, when the request offers tools and its last message is not a
 /// tool's result; `None` also when that tool has no name.
 fn tool_call(request: &Value) -> Option<ToolCall> {
     if last_is_tool(request) {
         return None;
     }
-    let function = request.get("tools")?.as_array()?.first()?.get("function")?;
+    offered_tool(request)
+}
+
+/// A call to the first tool the request offers, nested as chat offers it
+/// (`{"type":"function","function":{"name",...}}`) or flat as the Responses API does
+/// (`{"type":"function","name",...}`); `None` when it has no name.
+fn offered_tool(request: &Value) -> Option<ToolCall> {
+    let tool = request.get("tools")?.as_array()?.first()?;
+    let function = tool.get("function").unwrap_or(tool);
     let name = function.get("name")?.as_str()?.to_owned();
     let arguments = function
         .pointer("/parameters/required")
@@ -136,9 +166,25 @@ fn tool_result(request: &Value) -> Option<String> {
     if !last_is_tool(request) {
         return None;
     }
-    Some(match last_message(request).and_then(|m| m.get("content")) {
+    Some(as_text(
+        last_message(request).and_then(|m| m.get("content")),
+    ))
+}
+
+/// A tool's result as text: a text as is, anything else as its JSON text, nothing as "".
+fn as_text(result: Option<&Value>) -> String {
+    match result {
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
         None => String::new(),
-    })
+    }
+}
+
+/// `s` split near its middle, on a character boundary: a tool call's arguments streamed in
+/// two fragments, as servers stream them.
+pub(super) fn halves(s: &str) -> (&str, &str) {
+    let mid = (s.len() / 2..=s.len())
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(s.len());
+    s.split_at_checked(mid).unwrap_or((s, ""))
 }

@@ -4,11 +4,13 @@ use std::time::Duration;
 
 /// How the simulated machine misbehaves; switch it at any time with [`Sim::set`].
 ///
-/// Work routes are OpenAI's (/v1/chat/completions, /v1/completions, /v1/embeddings) and, on
-/// an Ollama sim, Ollama's (/api/chat, /api/generate, /api/embed, /api/embeddings). Metadata
+/// Work routes are OpenAI's (/v1/chat/completions, /v1/completions, /v1/embeddings,
+/// /v1/responses) and, on an Ollama sim, Ollama's (/api/chat, /api/generate, /api/embed,
+/// /api/embeddings). Metadata
 /// routes (/v1/models; Ollama's /api/tags, /api/ps, /api/version, /api/show and `/`) only
 /// freeze (Hang, StallAfter) or reset (Reset, Refuse); every other fault spares them.
-/// A stream frame is an SSE chunk on OpenAI's routes, an NDJSON line on Ollama's.
+/// A stream frame is an SSE chunk on OpenAI's routes (one event of a Responses stream), an
+/// NDJSON line on Ollama's.
 ///
 /// [`Sim::set`]: super::Sim::set
 #[derive(Clone, Debug, PartialEq)]
@@ -30,7 +32,8 @@ pub enum Fault {
         code: u16,
         retry_after: Option<String>,
     },
-    /// 200 with content-type application/json whose body is not JSON, for work requests.
+    /// 200 with content-type application/json whose body is not JSON (so not a completion
+    /// nor a Response), for work requests.
     Malformed,
     /// Normal answer, but response headers are delayed by this long (a slow generation);
     /// metadata routes answer at once: the machine is alive.
@@ -48,6 +51,7 @@ pub enum Fault {
     StallAfter(usize),
     /// 200 application/json whose body is this many bytes (never fewer than the opening and the
     /// end), sent in 64 KiB frames and never built whole: a valid answer's opening (a chat
-    /// completion; on Ollama's routes that route's own answer), then spaces, then its end.
+    /// completion; a Response on /v1/responses; on Ollama's routes that route's own answer),
+    /// then spaces, then its end.
     Huge(usize),
 }

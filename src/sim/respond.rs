@@ -1,5 +1,6 @@
 //! How one request is answered under the current fault: its route, the faults every work
-//! route shares, then the OpenAI or Ollama answer, whole or streamed.
+//! route shares, then the OpenAI (chat, completions, embeddings, Responses) or Ollama
+//! answer, whole or streamed.
 
 use std::future::pending;
 use std::sync::atomic::Ordering;
@@ -16,10 +17,12 @@ use tokio::sync::Notify;
 
 use super::answers;
 use super::ask::Ask;
+use super::embed;
 use super::feed::{huge_body, padded_body, End, Feed, Script};
 use super::ollama::{self, meta, Reply};
+use super::responses;
 use super::routes::{self, Meta, NativeWork, OpenAiWork, Route};
-use super::{lock, Fault, Inner};
+use super::{lock, Fault, Inner, DEFAULT_MODEL};
 use crate::registry::Api;
 
 /// Which API's error body a request gets.
@@ -143,10 +146,12 @@ async fn shared_fault(
     }
 }
 
-/// The huge answer for `route`: Ollama-shaped on Ollama's own routes.
+/// The huge answer for `route`: Ollama-shaped on Ollama's own routes, a Response on the
+/// Responses API's.
 fn huge(route: Route, n: usize) -> Body {
     match route {
         Route::Native(work) => padded_body(n, ollama::huge_head(work)),
+        Route::OpenAi(OpenAiWork::Responses) => padded_body(n, responses::HUGE_HEAD),
         _ => huge_body(n),
     }
 }
@@ -194,12 +199,16 @@ async fn work(
     reply(StatusCode::OK, kind, feed.into_body())
 }
 
-/// The model a request names ("sim-model" if none).
-fn model(request: &Value) -> &str {
-    request
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("sim-model")
+/// The model a request names, echoed in its answer; a request naming none is answered as
+/// the first model the sim lists.
+fn model(inner: &Inner, request: &Value) -> String {
+    match request.get("model").and_then(Value::as_str) {
+        Some(m) => m.to_owned(),
+        None => lock(&inner.models)
+            .first()
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+    }
 }
 
 /// The text of a whole answer: a fixed one if asked, else [`Sim::set_text`]'s or
@@ -216,11 +225,21 @@ fn text(inner: &Inner, ask: &Ask) -> String {
 
 /// The complete non-stream answer for a work route.
 fn whole(inner: &Inner, route: Route, request: &Value) -> Response<Body> {
-    let (model, name) = (model(request), inner.name.as_str());
+    let model = model(inner, request);
+    let (model, name) = (model.as_str(), inner.name.as_str());
     let answer = match route {
+        Route::OpenAi(OpenAiWork::Embeddings) => match embed::answer(model, request) {
+            Ok(v) => v,
+            Err(e) => return openai_error(StatusCode::BAD_REQUEST, &e.message, Some(e.param)),
+        },
+        Route::OpenAi(OpenAiWork::Responses) => {
+            let reply = responses::Reply::new(model, request);
+            reply.whole(&text(inner, &reply.ask))
+        }
         Route::OpenAi(w) => {
-            let ask = Ask::openai(request, w == OpenAiWork::Chat);
-            answers::whole(w, model, name, &text(inner, &ask), &ask)
+            let chat = w == OpenAiWork::Chat;
+            let ask = Ask::openai(request, chat);
+            answers::whole(chat, model, name, &text(inner, &ask), &ask)
         }
         Route::Native(NativeWork::Embed) => match ollama::embed(model, request) {
             Ok(v) => v,
@@ -240,7 +259,7 @@ fn native<R>(inner: &Inner, work: NativeWork, request: &Value, f: impl FnOnce(&R
     let created_at = ollama::now();
     f(&Reply {
         chat,
-        model: model(request),
+        model: &model(inner, request),
         name: &inner.name,
         created_at: &created_at,
         ask: &ask,
@@ -254,11 +273,16 @@ fn stream_script(
     request: &Value,
     pieces: usize,
 ) -> (Script, &'static str) {
-    let (model, name) = (model(request), inner.name.as_str());
+    let model = model(inner, request);
+    let (model, name) = (model.as_str(), inner.name.as_str());
     match route {
         Route::Native(w) => {
             let script = native(inner, w, request, |r| r.script(pieces));
             (script, "application/x-ndjson")
+        }
+        Route::OpenAi(OpenAiWork::Responses) => {
+            let reply = responses::Reply::new(model, request);
+            (responses::script(&reply, name, pieces), "text/event-stream")
         }
         Route::OpenAi(w) => {
             let ask = Ask::openai(request, w == OpenAiWork::Chat);
@@ -273,7 +297,7 @@ fn stream_script(
 async fn metadata(inner: &Inner, route: Meta, req: Request<Incoming>) -> Response<Body> {
     let models = lock(&inner.models).clone();
     let answer = match route {
-        Meta::Models => answers::models(&inner.name),
+        Meta::Models => answers::models(&inner.name, &models),
         Meta::Tags => meta::tags(&models),
         Meta::Ps => meta::ps(&models),
         Meta::Version => meta::version(),
@@ -312,13 +336,13 @@ fn json_reply(status: StatusCode, v: Value) -> Response<Body> {
 /// An error answer in `shape`.
 fn error(shape: Shape, status: StatusCode, message: &str) -> Response<Body> {
     match shape {
-        Shape::OpenAi => openai_error(status, message),
+        Shape::OpenAi => openai_error(status, message, None),
         Shape::Ollama => json_reply(status, ollama::error_body(message)),
     }
 }
 
-/// An OpenAI-style error answer.
-fn openai_error(status: StatusCode, message: &str) -> Response<Body> {
+/// An OpenAI-style error answer; `param` names the request field at fault, if one is.
+fn openai_error(status: StatusCode, message: &str, param: Option<&str>) -> Response<Body> {
     let kind = match status.as_u16() {
         429 => "rate_limit_exceeded",
         400..=499 => "invalid_request_error",
@@ -326,6 +350,6 @@ fn openai_error(status: StatusCode, message: &str) -> Response<Body> {
     };
     json_reply(
         status,
-        json!({"error":{"message":message,"type":kind,"param":null,"code":null}}),
+        json!({"error":{"message":message,"type":kind,"param":param,"code":null}}),
     )
 }

@@ -26,6 +26,8 @@ pub(super) enum OpenAiWork {
     Completions,
     /// `POST /v1/embeddings`
     Embeddings,
+    /// `POST /v1/responses` (the Responses API, which Ollama serves too)
+    Responses,
 }
 
 /// Ollama's own work routes.
@@ -73,6 +75,7 @@ pub(super) fn route(api: Api, method: &Method, path: &str) -> Route {
         (&Method::POST, "/v1/chat/completions") => Route::OpenAi(OpenAiWork::Chat),
         (&Method::POST, "/v1/completions") => Route::OpenAi(OpenAiWork::Completions),
         (&Method::POST, "/v1/embeddings") => Route::OpenAi(OpenAiWork::Embeddings),
+        (&Method::POST, "/v1/responses") => Route::OpenAi(OpenAiWork::Responses),
         (&Method::GET, "/v1/models") => Route::Meta(Meta::Models),
         _ => Route::Unknown,
     };

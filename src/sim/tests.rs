@@ -9,8 +9,12 @@ use serde_json::{json, Value};
 
 use super::*;
 
+mod models;
 mod ollama;
+mod openai;
+mod responses;
 mod rich;
+mod streams;
 
 /// No pooling: each request opens a fresh connection, so faults apply to it cleanly.
 fn client() -> reqwest::Client {
@@ -46,6 +50,16 @@ async fn get_json(url: String) -> Value {
         .unwrap()
 }
 
+/// The JSON events of an SSE body before `[DONE]` (which must end it).
+fn events(text: &str) -> Vec<Value> {
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text:?}");
+    text.split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect()
+}
+
 /// Waits (yielding, not sleeping) until `path` was hit `n` times.
 async fn until_hits(sim: &Sim, path: &str, n: u64) {
     for _ in 0..10_000 {
@@ -77,7 +91,11 @@ async fn ok_answers_echo_and_count() {
     assert_eq!(v["choices"][0]["message"]["content"], "ok from alpha");
     let (text, failed) = drain(chat(&sim, true).await.unwrap()).await;
     assert!(!failed);
-    assert_eq!(text.matches("data: ").count(), 4);
+    assert_eq!(
+        text.matches("data: ").count(),
+        5,
+        "three pieces, finish, [DONE]"
+    );
     assert!(text.contains("alpha-2 ") && text.ends_with("data: [DONE]\n\n"));
     let sent: Value = serde_json::from_slice(&sim.last_body().unwrap()).unwrap();
     assert_eq!(sent["stream"], true);

@@ -22,7 +22,10 @@ async fn healthy_stream_passes_through_with_done() {
     assert_eq!(header(&resp, "content-type"), "text/event-stream");
     assert_eq!(header(&resp, "x-labrouter-target"), "coder-gpu@gpu-box");
     let text = body_text(resp).await;
-    assert_eq!(text.matches("data: {").count(), 3);
+    // Three pieces, then the machine's finish chunk, relayed as they came.
+    assert_eq!(text.matches("data: {").count(), 4, "{text}");
+    assert_eq!(text.matches("gpu-box-").count(), 3, "{text}");
+    assert!(text.contains("\"finish_reason\":\"stop\""), "{text}");
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
     assert!(text.contains("\"model\":\"qwen3-coder:30b\""));
     assert_eq!(t.state("gpu-box"), "closed");

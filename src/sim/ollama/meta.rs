@@ -1,6 +1,6 @@
 //! Ollama's metadata answers: the installed and the loaded models, one model's card, the
 //! version, the banner. Every model listed is the same small llama, named as
-//! [`Sim::set_models`] says.
+//! [`Sim::set_models`] says, and able to do what its name suggests ([`capabilities`]).
 //!
 //! [`Sim::set_models`]: crate::sim::Sim::set_models
 
@@ -14,8 +14,9 @@ use sha2::{Digest, Sha256};
 /// What `GET /` (and `HEAD /`) answers, as text/plain.
 pub(in crate::sim) const BANNER: &str = "Ollama is running";
 
-/// The version `GET /api/version` reports.
-const VERSION: &str = "0.12.0";
+/// The version `GET /api/version` reports: an Ollama that serves `/v1/responses` and
+/// reports `capabilities`, as the sim does (Codex CLI's `--oss` wants 0.13.4 or newer).
+const VERSION: &str = "0.13.5";
 
 /// How long a loaded model stays loaded (Ollama's default keep-alive).
 const KEEP_ALIVE: Duration = Duration::from_secs(300);
@@ -30,6 +31,21 @@ const CONTEXT: u64 = 4096;
 fn details() -> Value {
     json!({"parent_model":"","format":"gguf","family":"llama","families":["llama"],
         "parameter_size":"1B","quantization_level":"Q4_0"})
+}
+
+/// What a model can do, as Ollama 0.13 reports it on `/api/show` and `/api/tags`, told
+/// from its name (case aside): only `embedding` for a name with `embed` in it; else
+/// `completion` and `tools`, and `vision` too for a name with `vl` or `vision` in it.
+pub(in crate::sim) fn capabilities(name: &str) -> Vec<&'static str> {
+    let name = name.to_lowercase();
+    if name.contains("embed") {
+        return vec!["embedding"];
+    }
+    let mut can = vec!["completion", "tools"];
+    if name.contains("vl") || name.contains("vision") {
+        can.push("vision");
+    }
+    can
 }
 
 /// A model's digest: the SHA-256 of its name, as lowercase hex (as Ollama lists them).
@@ -49,7 +65,7 @@ pub(in crate::sim) fn tags(models: &[String]) -> Value {
         .iter()
         .map(|m| {
             json!({"name":m,"model":m,"modified_at":modified_at,"size":SIZE,
-                "digest":digest(m),"details":details()})
+                "digest":digest(m),"details":details(),"capabilities":capabilities(m)})
         })
         .collect();
     json!({ "models": list })
@@ -101,7 +117,7 @@ pub(in crate::sim) fn show(
         "template": "{{ .Prompt }}",
         "details": details(),
         "model_info": {"general.architecture":"llama","llama.context_length":CONTEXT},
-        "capabilities": ["completion"],
+        "capabilities": capabilities(name),
         "modified_at": super::now(),
     }))
 }

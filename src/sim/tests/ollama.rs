@@ -33,7 +33,7 @@ async fn metadata_routes_are_shaped_like_ollama() {
     assert_eq!(head.status(), 200);
     assert_eq!(
         get_json(format!("{root}/api/version")).await,
-        json!({"version":"0.12.0"})
+        json!({"version":"0.13.5"})
     );
     let tags = get_json(format!("{root}/api/tags")).await;
     let model = &tags["models"][0];
@@ -52,7 +52,7 @@ async fn metadata_routes_are_shaped_like_ollama() {
     let show: Value = show.await.unwrap().json().await.unwrap();
     assert_eq!(show["template"], "{{ .Prompt }}");
     assert_eq!(show["model_info"]["llama.context_length"], 4096);
-    assert_eq!(show["capabilities"], json!(["completion"]));
+    assert_eq!(show["capabilities"], json!(["completion", "tools"]));
     assert_eq!(sim.work_hits(), 0);
     assert_eq!(sim.hits("/"), 2);
 }

@@ -1,5 +1,5 @@
 //! What a request asks beyond text, on both kinds: tool calls, tool results, reasoning, JSON,
-//! usage; and plain requests answered exactly as before.
+//! usage; and plain requests answered exactly as OpenAI shapes them.
 
 use super::*;
 
@@ -18,16 +18,6 @@ fn ask(extra: Value) -> Value {
     body
 }
 
-/// The JSON events of an SSE body before `[DONE]` (which must end it).
-fn events(text: &str) -> Vec<Value> {
-    assert!(text.ends_with("data: [DONE]\n\n"), "{text:?}");
-    text.split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|e| *e != "[DONE]")
-        .map(|e| serde_json::from_str(e).unwrap())
-        .collect()
-}
-
 /// POSTs `body` to the OpenAI chat route and reads the whole answer as text.
 async fn openai(sim: &Sim, body: Value) -> String {
     let resp = post(format!("{}/chat/completions", sim.base_url()), body);
@@ -41,7 +31,7 @@ async fn native(sim: &Sim, path: &str, body: Value) -> String {
 }
 
 #[tokio::test]
-async fn plain_answers_are_unchanged() {
+async fn plain_answers_are_exactly_as_openai_shapes_them() {
     let sim = Sim::start("alpha").await.unwrap();
     let whole: Value = serde_json::from_str(&openai(&sim, ask(json!({}))).await).unwrap();
     let expected = json!({"id":"chatcmpl-sim","object":"chat.completion","created":0,"model":"m1",
@@ -49,12 +39,21 @@ async fn plain_answers_are_unchanged() {
         "usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}});
     assert_eq!(whole, expected);
     let text = openai(&sim, ask(json!({"stream":true}))).await;
-    let piece = |i: usize| {
+    let chunk = |delta: Value, finish: Value| {
         let chunk = json!({"id":"chatcmpl-sim","object":"chat.completion.chunk","created":0,
-            "model":"m1","choices":[{"index":0,"delta":{"content":format!("alpha-{i} ")},"finish_reason":null}]});
+            "model":"m1","choices":[{"index":0,"delta":delta,"finish_reason":finish}]});
         format!("data: {chunk}\n\n")
     };
-    let expected: String = (0..3).map(piece).collect::<String>() + "data: [DONE]\n\n";
+    let piece = |i: usize| {
+        let mut delta = json!({"content":format!("alpha-{i} ")});
+        if i == 0 {
+            delta["role"] = json!("assistant");
+        }
+        chunk(delta, Value::Null)
+    };
+    let expected: String = (0..3).map(piece).collect::<String>()
+        + &chunk(json!({}), json!("stop"))
+        + "data: [DONE]\n\n";
     assert_eq!(text, expected);
 }
 
@@ -150,9 +149,9 @@ async fn reasoning_on_both_kinds() {
     let got = events(&text);
     assert_eq!(
         got[0]["choices"][0]["delta"],
-        json!({"reasoning_content":"thinking from olla"})
+        json!({"role":"assistant","reasoning_content":"thinking from olla"})
     );
-    assert_eq!(got.len(), 4);
+    assert_eq!(got.len(), 5, "thinking, three pieces, finish");
     let v: Value = serde_json::from_str(&openai(&sim, ask(json!({}))).await).unwrap();
     assert!(v["choices"][0]["message"]
         .get("reasoning_content")
