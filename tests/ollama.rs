@@ -13,6 +13,8 @@ mod load;
 mod meta;
 #[path = "ollama/translated.rs"]
 mod translated;
+#[path = "ollama/version.rs"]
+mod version;
 #[path = "ollama/work.rs"]
 mod work;
 

@@ -28,9 +28,13 @@ use crate::registry::Api;
 use crate::route::{Routed, UnknownName};
 use crate::service::Service;
 
-/// The Ollama version `/api/version` reports: clients turn features on by it, and
-/// labrouter carries what Ollama of this version offers (`think`, schemas in `format`).
-pub const OLLAMA_VERSION: &str = "0.12.0";
+/// The Ollama version `/api/version` reports: clients turn features on by it (Codex's
+/// `--oss` mode refuses anything older than 0.13.4). It is the newest Ollama whose `/api/*`
+/// labrouter speaks in full: 0.13's `logprobs`, `top_logprobs`, `truncate`, `shift`, tool
+/// call ids and nested tool schemas included. 0.14.0 began keeping tool-call arguments in
+/// the order the model wrote them, which labrouter does not promise, and 0.14.3 generates
+/// images on `/api/generate`, which it does not translate.
+pub const OLLAMA_VERSION: &str = "0.13.5";
 
 mod load;
 mod shape;
