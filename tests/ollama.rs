@@ -7,6 +7,8 @@
 #[path = "e2e/support.rs"]
 mod support;
 
+#[path = "ollama/cards.rs"]
+mod cards;
 #[path = "ollama/load.rs"]
 mod load;
 #[path = "ollama/meta.rs"]
