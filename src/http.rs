@@ -42,6 +42,7 @@ pub fn app(svc: Arc<Service>) -> Router {
         .route("/v1/completions", post(inference::completions))
         .route("/v1/embeddings", post(inference::embeddings))
         .route("/v1/models", get(inference::models))
+        .route("/v1/models/{*id}", get(inference::model))
         .route("/v1/tasks", post(tasks::submit).get(tasks::list))
         .route("/v1/tasks/{id}", get(tasks::show))
         .route("/v1/tasks/{id}/cancel", post(tasks::cancel))
