@@ -222,6 +222,24 @@ impl Calls {
         self.all.push((id, false));
     }
 
+    /// The id of the k-th call of the assistant message at index i: the client's `given`
+    /// one, unless an earlier call of the chat has it (OpenAI servers pair answers by id,
+    /// so ids must be unique), else `call_{i}_{k}`, with a suffix if a client took that.
+    fn fresh(&self, given: Option<&str>, i: usize, k: usize) -> String {
+        if let Some(id) = given.filter(|id| !id.is_empty() && !self.by_id.contains_key(*id)) {
+            return id.to_string();
+        }
+        let base = format!("call_{i}_{k}");
+        if !self.by_id.contains_key(&base) {
+            return base;
+        }
+        // At most `by_id.len()` suffixes are taken: the search ends.
+        (1..=self.by_id.len())
+            .map(|n| format!("{base}_{n}"))
+            .find(|id| !self.by_id.contains_key(id))
+            .unwrap_or(base)
+    }
+
     /// A tool message that names the call it answers (`tool_call_id`, Ollama 0.13): that
     /// call, if there is one, is answered.
     fn answered(&mut self, id: &str) {
@@ -256,7 +274,8 @@ impl Calls {
 }
 
 /// Ollama's chat messages as OpenAI's. Tool calls and tool messages keep the ids a client
-/// sends (`id`, `tool_call_id`, since Ollama 0.13); without them, ids are made up: the k-th
+/// sends (`id`, `tool_call_id`, since Ollama 0.13; a call's id only while it is unique in
+/// the chat, see [`Calls::fresh`]); without them, ids are made up: the k-th
 /// call of the assistant message at index i is `call_{i}_{k}`, and each tool message
 /// answers the earliest unanswered call named its `tool_name` (any name without one, or
 /// when none matches; `call_{i}` of its own index when every call is answered).
@@ -289,8 +308,7 @@ fn message(i: usize, m: &Value, calls: &mut Calls) -> Value {
                 Some(args @ Value::Object(_)) => args.to_string(),
                 _ => "{}".to_string(),
             };
-            let given = call.get("id").and_then(Value::as_str).filter(|id| !id.is_empty());
-            let id = given.map_or_else(|| format!("call_{i}_{k}"), str::to_string);
+            let id = calls.fresh(call.get("id").and_then(Value::as_str), i, k);
             calls.push(id.clone(), name);
             json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
         });

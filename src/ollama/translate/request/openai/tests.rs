@@ -335,3 +335,28 @@ fn logprobs_are_asked_for_as_the_endpoint_takes_them() {
     assert_eq!(endpoint, Endpoint::Completions);
     assert_eq!(body["logprobs"], 2);
 }
+
+#[test]
+fn ids_stay_unique_in_a_chat_whatever_ids_a_client_sends() {
+    let call = |id: &str| json!({"id": id, "function": {"name": "f", "arguments": {}}});
+    let (_, body) = openai(
+        Call::Chat,
+        json!({"stream": false, "messages": [
+            {"role": "assistant", "tool_calls": [call("call_1_0"), call("call_1_0")]},
+            // Without an id, the id made up for it (call_1_0) is taken already.
+            {"role": "assistant", "tool_calls": [{"function": {"name": "f"}}, call("x")]},
+            {"role": "tool", "tool_call_id": "call_1_0", "content": "first"},
+        ]}),
+    );
+    let ids: Vec<&str> = (0..2)
+        .flat_map(|i| body["messages"][i]["tool_calls"].as_array().unwrap())
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 4);
+    let unique: std::collections::HashSet<&&str> = ids.iter().collect();
+    assert_eq!(unique.len(), 4, "{ids:?}");
+    // The first call keeps the client's id, and its answer pairs with it.
+    assert_eq!(ids[0], "call_1_0");
+    assert_eq!(ids[3], "x");
+    assert_eq!(body["messages"][2]["tool_call_id"], "call_1_0");
+}
