@@ -58,6 +58,7 @@ pub fn app(svc: Arc<Service>) -> Router {
             get(responses::show).delete(responses::forget),
         )
         .route("/v1/models", get(inference::models))
+        .route("/v1/models/{*id}", get(inference::model))
         .route("/v1/tasks", post(tasks::submit).get(tasks::list))
         .route("/v1/tasks/{id}", get(tasks::show))
         .route("/v1/tasks/{id}/cancel", post(tasks::cancel))

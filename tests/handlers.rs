@@ -18,5 +18,7 @@ mod admin;
 mod guard;
 #[path = "handlers/inference.rs"]
 mod inference;
+#[path = "handlers/models.rs"]
+mod models;
 #[path = "handlers/paths.rs"]
 mod paths;

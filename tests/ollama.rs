@@ -7,12 +7,16 @@
 #[path = "e2e/support.rs"]
 mod support;
 
+#[path = "ollama/cards.rs"]
+mod cards;
 #[path = "ollama/load.rs"]
 mod load;
 #[path = "ollama/meta.rs"]
 mod meta;
 #[path = "ollama/translated.rs"]
 mod translated;
+#[path = "ollama/version.rs"]
+mod version;
 #[path = "ollama/work.rs"]
 mod work;
 

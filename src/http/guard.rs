@@ -139,7 +139,8 @@ fn trusted(path: &str, req: &Request, server: &Server) -> bool {
     let inference = matches!(
         path,
         "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings" | "/v1/models"
-    ) || path.starts_with("/api/")
+    ) || path.starts_with("/v1/models/")
+        || path.starts_with("/api/")
         || path == "/v1/responses"
         || path.starts_with("/v1/responses/")
         || path.starts_with("/v1/images/")

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap};
-use axum::response::Response;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 
@@ -15,9 +15,13 @@ use super::error::{AppError, Code};
 use super::idempotency::{self, Keyed};
 use super::owner::Owner;
 use crate::body::Unread;
+use crate::fleet::Fleet;
+use crate::ollama::{resolve_any, untagged};
+use crate::outcome::Kind;
 use crate::registry::{parse_duration_max, Server};
 use crate::request::Parsed;
 use crate::service::Service;
+use crate::text::bounded;
 use crate::upstream::Endpoint;
 
 pub async fn chat(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
@@ -171,12 +175,18 @@ pub struct ModelList {
 
 /// One entry; fields in key order, as the list always rendered them.
 #[derive(Serialize)]
-struct ModelEntry {
+pub struct ModelEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     backend: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     chain: Option<Vec<String>>,
+    /// When the entry came to be, in Unix seconds, as OpenAI's `Model` has it: the
+    /// service's start (the registry says nothing of when a model was added).
+    created: u64,
+    /// What it is: a `route` (with its chain) or a `model` (with its machine).
+    entry: &'static str,
     id: String,
+    /// The kind of work it does (`chat` for `auto`).
     kind: &'static str,
     object: &'static str,
     owned_by: String,
@@ -185,35 +195,74 @@ struct ModelEntry {
 }
 
 pub async fn models(State(svc): State<Arc<Service>>) -> Json<ModelList> {
+    Json(ModelList {
+        data: entries(&svc, &svc.fleet()),
+        object: "list",
+    })
+}
+
+/// `GET /v1/models/{id}` (the `openai` libraries' `models.retrieve`): the entry of
+/// `/v1/models` that `id` names, read as a request's `model` is (a route, a logical model,
+/// or a backend name that names one model, which answers with that model's entry; a
+/// `:latest` tag ignored, as on the Ollama side). Unknown: 404 `model_not_found`, as
+/// OpenAI answers it.
+pub async fn model(
+    State(svc): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> Result<Json<ModelEntry>, Response> {
     let fleet = svc.fleet();
     let reg = &fleet.registry;
-    let route = |id: &str, chain: Option<Vec<String>>| ModelEntry {
+    let want = if untagged(&id) == "auto" {
+        Ok("auto")
+    } else {
+        resolve_any(&fleet.matcher, reg, "/v1/models", &id).map(|r| r.label(reg))
+    };
+    let not_found = |message: String| {
+        let mut resp = AppError::new(Code::ModelNotFound, message).into_response();
+        *resp.status_mut() = StatusCode::NOT_FOUND;
+        resp
+    };
+    let want = want.map_err(|e| not_found(e.to_string()))?;
+    entries(&svc, &fleet)
+        .into_iter()
+        .find(|e| e.id == want)
+        .map(Json)
+        .ok_or_else(|| not_found(format!("model '{}' does not exist", bounded(&id))))
+}
+
+/// Every entry of `/v1/models`: `auto`, the routes, the logical models.
+fn entries(svc: &Service, fleet: &Fleet) -> Vec<ModelEntry> {
+    let reg = &fleet.registry;
+    let created = u64::try_from(svc.boot_ms() / 1000).unwrap_or(0);
+    let route = |id: &str, kind: Kind, chain: Option<Vec<String>>| ModelEntry {
         backend: None,
         chain,
+        created,
+        entry: "route",
         id: id.to_string(),
-        kind: "route",
+        kind: kind.as_str(),
         object: "model",
         owned_by: "labrouter".into(),
         target: None,
     };
-    let mut data = vec![route("auto", None)];
+    let mut data = vec![route("auto", Kind::Chat, None)];
     data.extend(reg.routes.iter().map(|r| {
         route(
             &r.name,
+            r.kind,
             Some(r.chain.iter().map(|&m| reg.target_name(m)).collect()),
         )
     }));
     data.extend(reg.models.enumerate().map(|(i, m)| ModelEntry {
         backend: Some(m.backend.clone()),
         chain: None,
+        created,
+        entry: "model",
         id: m.name.clone(),
-        kind: "model",
+        kind: m.kind.as_str(),
         object: "model",
         owned_by: reg.machines[m.machine].name.clone(),
         target: Some(reg.target_name(i)),
     }));
-    Json(ModelList {
-        data,
-        object: "list",
-    })
+    data
 }

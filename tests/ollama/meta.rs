@@ -49,7 +49,8 @@ async fn tags_list_every_name_a_client_may_pick_in_ollamas_shape() {
         assert!(m["modified_at"].as_str().unwrap().ends_with('Z'), "{m}");
         assert!(m["details"].is_object(), "{m}");
     }
-    // Polling the list sends nothing to any machine.
+    // Polling the list sends no work to any machine: what they report of their models is
+    // asked (a card, a model list), and no breaker hears of it.
     assert_eq!(t.work(), (0, 0, 0));
 }
 

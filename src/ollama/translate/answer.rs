@@ -74,19 +74,21 @@ fn completion(
     }
     out.done = true;
     out.done_reason = Some(line::done_reason(finish));
+    out.logprobs = line::logprobs(choice);
     out.metrics = Some(Metrics::new(timing, Usage::read(v.get("usage"))));
     Ok(out.to_vec())
 }
 
-/// An OpenAI message's `tool_calls` as Ollama's (None when there are none).
+/// An OpenAI message's `tool_calls` as Ollama's, their ids kept (None when there are none).
 fn tool_calls(m: &Map<String, Value>) -> Option<Vec<ToolCall>> {
     let calls = m.get("tool_calls").and_then(Value::as_array)?;
     let list: Vec<ToolCall> = calls
         .iter()
-        .filter_map(|c| c.get("function"))
-        .map(|f| {
+        .filter_map(|c| Some((c.get("id").and_then(Value::as_str), c.get("function")?)))
+        .enumerate()
+        .map(|(index, (id, f))| {
             let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
-            line::tool_call(name, f.get("arguments"))
+            line::tool_call(index, id, name, f.get("arguments"))
         })
         .collect();
     (!list.is_empty()).then_some(list)

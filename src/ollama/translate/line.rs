@@ -26,6 +26,9 @@ pub(super) struct Line<'a> {
     pub done: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub done_reason: Option<&'a str>,
+    /// The generated tokens' log probabilities, when the client asked for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<Value>>,
     /// Counts and durations, on the last line only.
     #[serde(flatten)]
     pub metrics: Option<Metrics>,
@@ -42,15 +45,20 @@ pub(super) struct Message<'a> {
     pub tool_calls: Option<Vec<ToolCall>>,
 }
 
-/// One of Ollama's tool calls: `{"function":{"name","arguments":{...}}}`.
+/// One of Ollama's tool calls: `{"id","function":{"index","name","arguments":{...}}}`;
+/// the machine's id kept (Ollama 0.13 carries ids, and a client sends them back).
 #[derive(Serialize)]
 pub(super) struct ToolCall {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     pub function: Function,
 }
 
-/// A tool call's function: its arguments are an object, not OpenAI's JSON string.
+/// A tool call's function: its place among the message's calls, its name, and its
+/// arguments as an object, not OpenAI's JSON string.
 #[derive(Serialize)]
 pub(super) struct Function {
+    pub index: usize,
     pub name: String,
     pub arguments: Value,
 }
@@ -99,6 +107,7 @@ impl<'a> Line<'a> {
             thinking: if chat { None } else { thinking },
             done: false,
             done_reason: None,
+            logprobs: None,
             metrics: None,
         }
     }
@@ -167,11 +176,17 @@ pub(super) fn reasoning(m: &Map<String, Value>) -> Option<&str> {
         .find(|s| !s.is_empty())
 }
 
-/// An Ollama tool call from an OpenAI one's name and arguments. OpenAI's arguments are a
-/// JSON string (already an object from a few servers). Ollama's are an object and its
-/// clients decode them as a map, so arguments that are not a JSON object (a model's broken
-/// JSON, an empty string) become `{}` rather than breaking the client's whole message.
-pub(super) fn tool_call(name: &str, arguments: Option<&Value>) -> ToolCall {
+/// The `index`-th Ollama tool call of a message, from an OpenAI one's id, name and
+/// arguments. OpenAI's arguments are a JSON string (already an object from a few servers).
+/// Ollama's are an object and its clients decode them as a map, so arguments that are not
+/// a JSON object (a model's broken JSON, an empty string) become `{}` rather than breaking
+/// the client's whole message.
+pub(super) fn tool_call(
+    index: usize,
+    id: Option<&str>,
+    name: &str,
+    arguments: Option<&Value>,
+) -> ToolCall {
     let arguments = match arguments {
         Some(Value::Object(o)) => Value::Object(o.clone()),
         Some(Value::String(s)) => serde_json::from_str::<Map<String, Value>>(s)
@@ -180,11 +195,65 @@ pub(super) fn tool_call(name: &str, arguments: Option<&Value>) -> ToolCall {
         _ => Value::Object(Map::new()),
     };
     ToolCall {
+        id: id.filter(|id| !id.is_empty()).map(str::to_string),
         function: Function {
+            index,
             name: name.to_string(),
             arguments,
         },
     }
+}
+
+/// A choice's log probabilities in Ollama's shape, `[{"token","logprob","bytes",
+/// "top_logprobs":[...]}]`: chat's `logprobs.content` is that shape already (only its
+/// known fields are kept); a text completion's parallel `tokens`, `token_logprobs` and
+/// `top_logprobs` (a map per token) are zipped into it. None when the choice has none.
+pub(super) fn logprobs(choice: &Map<String, Value>) -> Option<Vec<Value>> {
+    let lp = choice.get("logprobs")?.as_object()?;
+    if let Some(content) = lp.get("content").and_then(Value::as_array) {
+        let tokens: Vec<Value> = content.iter().filter_map(|t| token(t, true)).collect();
+        return (!tokens.is_empty()).then_some(tokens);
+    }
+    let tokens = lp.get("tokens")?.as_array()?;
+    let at = |key: &str, i: usize| lp.get(key).and_then(|v| v.get(i));
+    let list: Vec<Value> = tokens
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let mut out = Map::new();
+            out.insert("token".into(), Value::String(t.as_str()?.to_string()));
+            let logprob = at("token_logprobs", i).filter(|v| v.is_number());
+            out.insert("logprob".into(), logprob.cloned().unwrap_or(0.into()));
+            if let Some(top) = at("top_logprobs", i).and_then(Value::as_object) {
+                let top = top.iter().filter(|(_, lp)| lp.is_number());
+                let top = top.map(|(t, lp)| serde_json::json!({"token": t, "logprob": lp}));
+                out.insert("top_logprobs".into(), Value::Array(top.collect()));
+            }
+            Some(Value::Object(out))
+        })
+        .collect();
+    (!list.is_empty()).then_some(list)
+}
+
+/// One token of chat's `logprobs.content` with only Ollama's fields (`top_logprobs` kept,
+/// one level deep, when `nested`); None when it has no token text.
+fn token(t: &Value, nested: bool) -> Option<Value> {
+    let mut out = Map::new();
+    out.insert(
+        "token".into(),
+        Value::String(t.get("token")?.as_str()?.to_string()),
+    );
+    let logprob = t.get("logprob").filter(|v| v.is_number());
+    out.insert("logprob".into(), logprob.cloned().unwrap_or(0.into()));
+    if let Some(bytes) = t.get("bytes").filter(|b| b.is_array()) {
+        out.insert("bytes".into(), bytes.clone());
+    }
+    let top = t.get("top_logprobs").and_then(Value::as_array);
+    if let Some(top) = top.filter(|_| nested) {
+        let top = top.iter().filter_map(|t| token(t, false));
+        out.insert("top_logprobs".into(), Value::Array(top.collect()));
+    }
+    Some(Value::Object(out))
 }
 
 #[cfg(test)]
@@ -211,12 +280,12 @@ mod tests {
 
     #[test]
     fn tool_call_arguments_become_an_object_or_empty() {
-        let args = |v: Value| tool_call("f", Some(&v)).function.arguments;
+        let args = |v: Value| tool_call(0, None, "f", Some(&v)).function.arguments;
         assert_eq!(args(json!("{\"a\":1}")), json!({"a": 1}));
         assert_eq!(args(json!({"b": 2})), json!({"b": 2}));
         assert_eq!(args(json!("{\"a\":")), json!({}));
         assert_eq!(args(json!("[1]")), json!({}));
-        assert_eq!(tool_call("f", None).function.arguments, json!({}));
+        assert_eq!(tool_call(0, None, "f", None).function.arguments, json!({}));
     }
 
     #[test]

@@ -11,6 +11,9 @@ mod openai;
 #[cfg(test)]
 mod tests;
 
+/// The most alternatives per token `top_logprobs` may ask for, as Ollama and OpenAI allow.
+const TOP_LOGPROBS_MAX: u64 = 20;
+
 /// An Ollama request, read and checked once.
 #[derive(Debug)]
 pub struct Request {
@@ -99,6 +102,16 @@ impl Request {
             stream = top(&body, "stream", Value::is_boolean, "true or false")?
                 .and_then(Value::as_bool)
                 .unwrap_or(true);
+            for key in ["truncate", "shift", "logprobs"] {
+                top(&body, key, Value::is_boolean, "true or false")?;
+            }
+            let top_logprobs = |v: &Value| v.as_u64().is_some_and(|n| n <= TOP_LOGPROBS_MAX);
+            top(
+                &body,
+                "top_logprobs",
+                top_logprobs,
+                "an integer from 0 to 20",
+            )?;
         }
         Ok(Request {
             call,
@@ -255,7 +268,9 @@ fn check_message(i: usize, m: &Value) -> Result<(&str, &str, bool), String> {
     let content = at(m, &path, "content", Value::is_string, "a string")?
         .and_then(Value::as_str)
         .unwrap_or_default();
-    at(m, &path, "tool_name", Value::is_string, "a string")?;
+    for key in ["tool_name", "tool_call_id"] {
+        at(m, &path, key, Value::is_string, "a string")?;
+    }
     let has_image = images(field(m, "images"), &format!("{path}.images"))?;
     if let Some(calls) = at(m, &path, "tool_calls", Value::is_array, "an array")? {
         for (k, call) in calls.as_array().map_or(&[][..], |c| c).iter().enumerate() {
@@ -265,12 +280,13 @@ fn check_message(i: usize, m: &Value) -> Result<(&str, &str, bool), String> {
     Ok((role, content, has_image))
 }
 
-/// One of an assistant message's `tool_calls`: `{"function":{"name","arguments"}}`, the
-/// arguments an object (or, as OpenAI-style clients send them, a JSON string).
+/// One of an assistant message's `tool_calls`: `{"id"?, "function":{"name","arguments"}}`,
+/// the arguments an object (or, as OpenAI-style clients send them, a JSON string).
 fn check_tool_call(path: &str, call: &Value) -> Result<(), String> {
     let call = call
         .as_object()
         .ok_or_else(|| format!("{path}: expected an object"))?;
+    at(call, path, "id", Value::is_string, "a string")?;
     let function = at(call, path, "function", Value::is_object, "an object")?
         .and_then(Value::as_object)
         .ok_or_else(|| format!("{path}.function: expected an object"))?;

@@ -39,8 +39,8 @@ pub struct Ndjson {
     finish: Option<String>,
     /// The counts of the last `usage` seen (the include_usage chunk).
     usage: Usage,
-    /// Tool calls collected per OpenAI `index`: name and argument fragments.
-    tools: BTreeMap<u64, (String, String)>,
+    /// Tool calls collected per OpenAI `index`: id, name and argument fragments.
+    tools: BTreeMap<u64, Collected>,
     /// What `tools` holds, in bytes (with [`CALL_OVERHEAD`] per call).
     tool_bytes: usize,
     /// Why the stream became unusable; every later push says it again.
@@ -49,6 +49,14 @@ pub struct Ndjson {
     done: bool,
     /// The wall clock `created_at` reads (fixed in tests).
     wall: fn() -> SystemTime,
+}
+
+/// One tool call collected from its fragments.
+#[derive(Default)]
+struct Collected {
+    id: String,
+    name: String,
+    arguments: String,
 }
 
 /// One complete SSE event's data.
@@ -232,10 +240,12 @@ impl Ndjson {
         };
         let content = content.unwrap_or_default();
         let thinking = delta.and_then(line::reasoning);
-        if !content.is_empty() || thinking.is_some() {
+        let logprobs = line::logprobs(choice);
+        if !content.is_empty() || thinking.is_some() || logprobs.is_some() {
             self.first.get_or_insert_with(Instant::now);
             let created = line::created_at((self.wall)());
-            let text = Line::text(self.call, &self.model, &created, content, thinking);
+            let mut text = Line::text(self.call, &self.model, &created, content, thinking);
+            text.logprobs = logprobs;
             emit(out, &text);
         }
         let calls = delta
@@ -253,7 +263,8 @@ impl Ndjson {
         Ok(())
     }
 
-    /// One tool-call fragment: the name once, argument pieces appended, within `max_line`.
+    /// One tool-call fragment: the id and name once, argument pieces appended, within
+    /// `max_line`.
     fn collect(&mut self, position: usize, call: &Value) -> Result<(), String> {
         let index = call.get("index").and_then(Value::as_u64);
         let index = index.unwrap_or(position as u64);
@@ -263,8 +274,10 @@ impl Ndjson {
             value.unwrap_or_default()
         };
         let (name, arguments) = (text("name"), text("arguments"));
+        let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
         let new = !self.tools.contains_key(&index);
-        let cost = name.len() + arguments.len() + if new { CALL_OVERHEAD } else { 0 };
+        let cost = id.len() + name.len() + arguments.len();
+        let cost = cost + if new { CALL_OVERHEAD } else { 0 };
         self.tool_bytes = self.tool_bytes.saturating_add(cost);
         if self.tool_bytes > self.max_line {
             return Err(format!(
@@ -273,12 +286,15 @@ impl Ndjson {
             ));
         }
         self.first.get_or_insert_with(Instant::now);
-        let (have_name, have_arguments) = self.tools.entry(index).or_default();
-        // OpenAI sends the name in the first fragment; some servers repeat it in every one.
-        if have_name.is_empty() {
-            have_name.push_str(name);
+        let have = self.tools.entry(index).or_default();
+        // OpenAI sends the id and name in the first fragment; some servers repeat them.
+        if have.id.is_empty() {
+            have.id.push_str(id);
         }
-        have_arguments.push_str(arguments);
+        if have.name.is_empty() {
+            have.name.push_str(name);
+        }
+        have.arguments.push_str(arguments);
         Ok(())
     }
 
@@ -290,8 +306,12 @@ impl Ndjson {
         let tools = std::mem::take(&mut self.tools);
         self.tool_bytes = 0;
         let calls = tools
-            .values()
-            .map(|(name, arguments)| line::tool_call(name, Some(&Value::String(arguments.clone()))))
+            .into_values()
+            .enumerate()
+            .map(|(index, c)| {
+                let arguments = Value::String(c.arguments);
+                line::tool_call(index, Some(&c.id), &c.name, Some(&arguments))
+            })
             .collect();
         let created = line::created_at((self.wall)());
         let mut text = Line::text(Call::Chat, &self.model, &created, "", None);

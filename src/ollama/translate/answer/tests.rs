@@ -53,8 +53,8 @@ fn chat_tool_calls_get_object_arguments() {
     assert_eq!(
         out["message"],
         json!({"role": "assistant", "content": "", "thinking": "need weather", "tool_calls": [
-            {"function": {"name": "weather", "arguments": {"city": "Paris"}}},
-            {"function": {"name": "time", "arguments": {}}},
+            {"id": "c1", "function": {"index": 0, "name": "weather", "arguments": {"city": "Paris"}}},
+            {"id": "c2", "function": {"index": 1, "name": "time", "arguments": {}}},
         ]})
     );
     assert_eq!(out["done_reason"], "stop");
@@ -172,4 +172,33 @@ fn answer_stamps_the_wall_clock() {
         stamp.ends_with('Z') && stamp.parse::<jiff::Timestamp>().is_ok(),
         "{stamp}"
     );
+}
+
+#[test]
+fn logprobs_of_a_chat_or_a_text_completion_come_back_in_ollamas_shape() {
+    let openai = json!({"choices": [{"message": {"role": "assistant", "content": "Hi"},
+        "logprobs": {"content": [{"token": "Hi", "logprob": -0.5, "bytes": [72, 105],
+            "top_logprobs": [{"token": "Hi", "logprob": -0.5}, {"token": "Yo", "logprob": -2.0}]}]},
+        "finish_reason": "stop"}]});
+    let out: Value = serde_json::from_str(&translate(Call::Chat, openai).unwrap()).unwrap();
+    assert_eq!(
+        out["logprobs"],
+        json!([{"token": "Hi", "logprob": -0.5, "bytes": [72, 105],
+            "top_logprobs": [{"token": "Hi", "logprob": -0.5}, {"token": "Yo", "logprob": -2.0}]}])
+    );
+    // A text completion (raw generate): parallel arrays, zipped.
+    let openai = json!({"choices": [{"text": "a b", "finish_reason": "stop", "logprobs": {
+        "tokens": ["a", " b"], "token_logprobs": [-0.1, null],
+        "top_logprobs": [{"a": -0.1, "c": -3.0}, null], "text_offset": [0, 1]}}]});
+    let out: Value = serde_json::from_str(&translate(Call::Generate, openai).unwrap()).unwrap();
+    assert_eq!(
+        out["logprobs"],
+        json!([{"token": "a", "logprob": -0.1,
+                "top_logprobs": [{"token": "a", "logprob": -0.1}, {"token": "c", "logprob": -3.0}]},
+               {"token": " b", "logprob": 0}])
+    );
+    // None asked, none given: no field.
+    let openai = json!({"choices": [{"message": {"content": "x"}, "logprobs": null}]});
+    let out: Value = serde_json::from_str(&translate(Call::Chat, openai).unwrap()).unwrap();
+    assert!(out.get("logprobs").is_none(), "{out}");
 }

@@ -41,8 +41,9 @@ impl Request {
     /// `typical_p`, `mirostat*`, `penalize_newline`; generate's `template` and `context`
     /// (the server owns the template and keeps no context), and its `images` on the
     /// `/completions` path (a prompt is text), as is `think` there (the reasoning switch
-    /// lives in the chat template); `thinking` on assistant messages; embed's
-    /// `truncate` (OpenAI servers have no switch for it).
+    /// lives in the chat template); `thinking` on assistant messages; `truncate` and
+    /// `shift` (OpenAI servers have no switch for them: they fail a prompt too long for
+    /// the context, as Ollama does with both false).
     pub fn openai(&self, backend: &str) -> (Endpoint, Bytes) {
         let mut out = Map::new();
         out.insert("model".into(), backend.into());
@@ -136,6 +137,13 @@ impl Request {
                 think_switch(think, out);
             }
         }
+        if self.get("logprobs").and_then(Value::as_bool) == Some(true) {
+            let top = self
+                .get("top_logprobs")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            logprobs(endpoint, top, out);
+        }
     }
 }
 
@@ -161,6 +169,20 @@ fn options(options: &Map<String, Value>, out: &mut Map<String, Value>) {
     }
 }
 
+/// Ollama's `logprobs: true` and `top_logprobs: n` as the endpoint asks for them: chat's
+/// `logprobs` and `top_logprobs`; a text completion's `logprobs: n` (the chosen token's,
+/// and `n` alternatives).
+fn logprobs(endpoint: Endpoint, top: u64, out: &mut Map<String, Value>) {
+    if endpoint == Endpoint::Completions {
+        out.insert("logprobs".into(), top.into());
+        return;
+    }
+    out.insert("logprobs".into(), true.into());
+    if top > 0 {
+        out.insert("top_logprobs".into(), top.into());
+    }
+}
+
 /// `think` as the switch llama-server, vLLM and SGLang read for Qwen3- and DeepSeek-style
 /// templates (`chat_template_kwargs.enable_thinking`), and a level as `reasoning_effort`.
 fn think_switch(think: &Value, out: &mut Map<String, Value>) {
@@ -182,10 +204,12 @@ fn think_switch(think: &Value, out: &mut Map<String, Value>) {
 /// costs O(1) amortized, so a chat of many calls and tool messages takes linear time.
 #[derive(Default)]
 struct Calls {
-    /// Each call's made-up id, and whether it is answered.
+    /// Each call's id (the client's, or made up), and whether it is answered.
     all: Vec<(String, bool)>,
     /// Per function name, its calls that may be unanswered, in order.
     by_name: HashMap<String, VecDeque<usize>>,
+    /// Each id's call (the first with that id).
+    by_id: HashMap<String, usize>,
     /// Every call before this one is answered.
     open: usize,
 }
@@ -194,12 +218,41 @@ impl Calls {
     fn push(&mut self, id: String, name: &str) {
         let queue = self.by_name.entry(name.to_string()).or_default();
         queue.push_back(self.all.len());
+        self.by_id.entry(id.clone()).or_insert(self.all.len());
         self.all.push((id, false));
+    }
+
+    /// The id of the k-th call of the assistant message at index i: the client's `given`
+    /// one, unless an earlier call of the chat has it (OpenAI servers pair answers by id,
+    /// so ids must be unique), else `call_{i}_{k}`, with a suffix if a client took that.
+    fn fresh(&self, given: Option<&str>, i: usize, k: usize) -> String {
+        if let Some(id) = given.filter(|id| !id.is_empty() && !self.by_id.contains_key(*id)) {
+            return id.to_string();
+        }
+        let base = format!("call_{i}_{k}");
+        if !self.by_id.contains_key(&base) {
+            return base;
+        }
+        // At most `by_id.len()` suffixes are taken: the search ends.
+        (1..=self.by_id.len())
+            .map(|n| format!("{base}_{n}"))
+            .find(|id| !self.by_id.contains_key(id))
+            .unwrap_or(base)
+    }
+
+    /// A tool message that names the call it answers (`tool_call_id`, Ollama 0.13): that
+    /// call, if there is one, is answered.
+    fn answered(&mut self, id: &str) {
+        if let Some(call) = self.by_id.get(id).and_then(|&k| self.all.get_mut(k)) {
+            call.1 = true;
+        }
     }
 
     /// The id a tool message at index `i` answers (see [`chat`]), marked answered.
     fn answer(&mut self, i: usize, name: Option<&str>) -> String {
-        let Calls { all, by_name, open } = self;
+        let Calls {
+            all, by_name, open, ..
+        } = self;
         let unanswered = |k: &usize| all.get(*k).is_some_and(|c| !c.1);
         let named = name
             .and_then(|n| by_name.get_mut(n))
@@ -220,10 +273,12 @@ impl Calls {
     }
 }
 
-/// Ollama's chat messages as OpenAI's. Ollama's tool calls and tool messages carry no ids:
-/// the k-th call of the assistant message at index i is `call_{i}_{k}`, and each tool
-/// message answers the earliest unanswered call named its `tool_name` (any name without
-/// one, or when none matches; `call_{i}` of its own index when every call is answered).
+/// Ollama's chat messages as OpenAI's. Tool calls and tool messages keep the ids a client
+/// sends (`id`, `tool_call_id`, since Ollama 0.13; a call's id only while it is unique in
+/// the chat, see [`Calls::fresh`]); without them, ids are made up: the k-th
+/// call of the assistant message at index i is `call_{i}_{k}`, and each tool message
+/// answers the earliest unanswered call named its `tool_name` (any name without one, or
+/// when none matches; `call_{i}` of its own index when every call is answered).
 fn chat(messages: &[Value]) -> Value {
     let mut calls = Calls::default();
     let out = messages.iter().enumerate();
@@ -253,15 +308,21 @@ fn message(i: usize, m: &Value, calls: &mut Calls) -> Value {
                 Some(args @ Value::Object(_)) => args.to_string(),
                 _ => "{}".to_string(),
             };
-            let id = format!("call_{i}_{k}");
+            let id = calls.fresh(call.get("id").and_then(Value::as_str), i, k);
             calls.push(id.clone(), name);
             json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
         });
         out.insert("tool_calls".into(), Value::Array(list.collect()));
     }
     if role == "tool" {
-        let name = m.get("tool_name").and_then(Value::as_str);
-        out.insert("tool_call_id".into(), calls.answer(i, name).into());
+        let given = text("tool_call_id");
+        let id = if given.is_empty() {
+            calls.answer(i, m.get("tool_name").and_then(Value::as_str))
+        } else {
+            calls.answered(given);
+            given.to_string()
+        };
+        out.insert("tool_call_id".into(), id.into());
     }
     Value::Object(out)
 }

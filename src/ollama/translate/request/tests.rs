@@ -209,6 +209,41 @@ fn read_says_what_was_wrong_and_where() {
             json!({"prompt": {}}),
             "'prompt' must be a string",
         ),
+        (
+            Call::Chat,
+            json!({"logprobs": 1}),
+            "'logprobs' must be true or false",
+        ),
+        (
+            Call::Generate,
+            json!({"top_logprobs": 21}),
+            "'top_logprobs' must be an integer from 0 to 20",
+        ),
+        (
+            Call::Chat,
+            json!({"top_logprobs": -1}),
+            "'top_logprobs' must be an integer from 0 to 20",
+        ),
+        (
+            Call::Chat,
+            json!({"truncate": "yes"}),
+            "'truncate' must be true or false",
+        ),
+        (
+            Call::Generate,
+            json!({"shift": 0}),
+            "'shift' must be true or false",
+        ),
+        (
+            Call::Chat,
+            json!({"messages": [{"role": "tool", "tool_call_id": 7}]}),
+            "messages[0].tool_call_id: expected a string",
+        ),
+        (
+            Call::Chat,
+            json!({"messages": [{"role": "assistant", "tool_calls": [{"id": 1, "function": {"name": "f"}}]}]}),
+            "messages[0].tool_calls[0].id: expected a string",
+        ),
     ];
     for (call, body, want) in cases {
         assert_eq!(error(call, body.clone()), want, "{call:?} {body}");
@@ -241,4 +276,23 @@ fn native_sets_model_and_keeps_everything_else() {
     let r = read(Call::Embed, json!({"input": "x"})).unwrap();
     let native: Value = serde_json::from_slice(&r.native("e")).unwrap();
     assert_eq!(native, json!({"model": "e", "input": "x"}));
+}
+
+#[test]
+fn what_an_ollama_0_13_client_sends_is_read() {
+    let body = json!({"model": "m", "stream": false, "think": "high", "truncate": true,
+    "shift": false, "logprobs": true, "top_logprobs": 20, "keep_alive": -1,
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"place": {"type": "object", "properties": {"city": {"type": "string"}}}}}}}],
+    "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1",
+            "function": {"index": 0, "name": "f", "arguments": {"place": {"city": "Oslo"}}}}]},
+        {"role": "tool", "tool_call_id": "call_1", "tool_name": "f", "content": "snow"},
+    ]});
+    let r = read(Call::Chat, body.clone()).unwrap();
+    assert_eq!(r.text, "weather?");
+    // Sent to an Ollama machine as it came.
+    let native: Value = serde_json::from_slice(&r.native("m")).unwrap();
+    assert_eq!(native, body);
 }

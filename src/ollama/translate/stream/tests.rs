@@ -145,7 +145,7 @@ async fn tool_call_fragments_become_one_tool_calls_line() {
     assert_eq!(
         text(&out),
         line(
-            r#"{"role":"assistant","content":"","tool_calls":[{"function":{"name":"weather","arguments":{"city":"Paris"}}},{"function":{"name":"time","arguments":{}}}]}"#
+            r#"{"role":"assistant","content":"","tool_calls":[{"id":"call_a","function":{"index":0,"name":"weather","arguments":{"city":"Paris"}}},{"id":"call_b","function":{"index":1,"name":"time","arguments":{}}}]}"#
         )
     );
     let out = n.push(b"data: [DONE]\n\n").unwrap();
@@ -167,8 +167,10 @@ async fn tool_calls_without_a_finish_reason_are_sent_at_done() {
     let out = n.push(b"data: [DONE]\n").unwrap();
     let lines: Vec<&str> = text(&out).lines().collect();
     assert_eq!(lines.len(), 2);
-    // Broken arguments JSON: an empty object (see line::tool_call).
-    assert!(lines[0].contains(r#""tool_calls":[{"function":{"name":"f","arguments":{}}}]"#));
+    // Broken arguments JSON: an empty object (see line::tool_call); no id sent, none made up.
+    assert!(
+        lines[0].contains(r#""tool_calls":[{"function":{"index":0,"name":"f","arguments":{}}}]"#)
+    );
     assert!(lines[1].contains(r#""done":true"#));
 }
 
@@ -328,4 +330,20 @@ fn xorshift(seed: &mut u64) -> u64 {
     *seed ^= *seed >> 7;
     *seed ^= *seed << 17;
     *seed
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_chunks_logprobs_ride_on_its_line() {
+    let mut n = ndjson(Call::Chat, MAX);
+    let event = chunk(
+        r#"{"index":0,"delta":{"content":"Hi"},"logprobs":{"content":[{"token":"Hi","logprob":-0.25,"bytes":[72,105],"top_logprobs":[{"token":"Hi","logprob":-0.25,"bytes":[72,105]},{"token":"Yo","logprob":-1.5,"bytes":null,"extra":1}]}]}}"#,
+    );
+    let out = n.push(event.as_bytes()).unwrap();
+    let want = r#"{"model":"qwen3:latest","created_at":"2026-11-30T14:02:11.5Z","message":{"role":"assistant","content":"Hi"},"done":false,"logprobs":[{"bytes":[72,105],"logprob":-0.25,"token":"Hi","top_logprobs":[{"bytes":[72,105],"logprob":-0.25,"token":"Hi"},{"logprob":-1.5,"token":"Yo"}]}]}"#;
+    assert_eq!(text(&out), format!("{want}\n"));
+    // A chunk without logprobs: a line without them.
+    let out = n
+        .push(chunk(r#"{"index":0,"delta":{"content":"!"}}"#).as_bytes())
+        .unwrap();
+    assert!(!text(&out).contains("logprobs"), "{}", text(&out));
 }

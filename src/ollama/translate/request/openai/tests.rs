@@ -284,3 +284,79 @@ fn an_empty_tools_array_is_left_out() {
     let (_, body) = openai(Call::Chat, json!({"tools": [], "stream": false}));
     assert_eq!(body, json!({"model": "b", "messages": [], "stream": false}));
 }
+
+#[test]
+fn ids_a_client_sends_are_kept_and_pair_the_tool_message_with_its_call() {
+    let (_, body) = openai(
+        Call::Chat,
+        json!({"stream": false, "messages": [
+            {"role": "assistant", "tool_calls": [
+                {"id": "call_w", "function": {"index": 0, "name": "weather", "arguments": {"city": "Paris"}}},
+                {"id": "call_t", "function": {"index": 1, "name": "weather", "arguments": {"city": "Rome"}}},
+            ]},
+            // Answered out of order, by id: the Rome call first.
+            {"role": "tool", "tool_call_id": "call_t", "tool_name": "weather", "content": "rain"},
+            // No id: the earliest open call of that name is the Paris one, not Rome's.
+            {"role": "tool", "tool_name": "weather", "content": "sun"},
+        ]}),
+    );
+    let ids: Vec<&Value> = body["messages"][0]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["id"])
+        .collect();
+    assert_eq!(ids, [&json!("call_w"), &json!("call_t")]);
+    assert_eq!(body["messages"][1]["tool_call_id"], "call_t");
+    assert_eq!(body["messages"][2]["tool_call_id"], "call_w");
+}
+
+#[test]
+fn logprobs_are_asked_for_as_the_endpoint_takes_them() {
+    let chat = json!({"stream": false, "logprobs": true, "top_logprobs": 3,
+        "truncate": false, "shift": true, "messages": [{"role": "user", "content": "hi"}]});
+    let (endpoint, body) = openai(Call::Chat, chat);
+    assert_eq!(endpoint, Endpoint::Chat);
+    assert_eq!(
+        (&body["logprobs"], &body["top_logprobs"]),
+        (&json!(true), &json!(3))
+    );
+    assert!(
+        body.get("truncate").is_none() && body.get("shift").is_none(),
+        "{body}"
+    );
+    let (_, body) = openai(Call::Chat, json!({"logprobs": true, "messages": []}));
+    assert_eq!(body["logprobs"], true);
+    assert!(body.get("top_logprobs").is_none(), "{body}");
+    let (_, body) = openai(Call::Chat, json!({"logprobs": false, "top_logprobs": 2}));
+    assert!(body.get("logprobs").is_none(), "{body}");
+    let raw = json!({"raw": true, "prompt": "x", "logprobs": true, "top_logprobs": 2});
+    let (endpoint, body) = openai(Call::Generate, raw);
+    assert_eq!(endpoint, Endpoint::Completions);
+    assert_eq!(body["logprobs"], 2);
+}
+
+#[test]
+fn ids_stay_unique_in_a_chat_whatever_ids_a_client_sends() {
+    let call = |id: &str| json!({"id": id, "function": {"name": "f", "arguments": {}}});
+    let (_, body) = openai(
+        Call::Chat,
+        json!({"stream": false, "messages": [
+            {"role": "assistant", "tool_calls": [call("call_1_0"), call("call_1_0")]},
+            // Without an id, the id made up for it (call_1_0) is taken already.
+            {"role": "assistant", "tool_calls": [{"function": {"name": "f"}}, call("x")]},
+            {"role": "tool", "tool_call_id": "call_1_0", "content": "first"},
+        ]}),
+    );
+    let ids: Vec<&str> = (0..2)
+        .flat_map(|i| body["messages"][i]["tool_calls"].as_array().unwrap())
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 4);
+    let unique: std::collections::HashSet<&&str> = ids.iter().collect();
+    assert_eq!(unique.len(), 4, "{ids:?}");
+    // The first call keeps the client's id, and its answer pairs with it.
+    assert_eq!(ids[0], "call_1_0");
+    assert_eq!(ids[3], "x");
+    assert_eq!(body["messages"][2]["tool_call_id"], "call_1_0");
+}
