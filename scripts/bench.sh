@@ -10,6 +10,7 @@
 #   scripts/bench.sh                 # about 3 minutes after the build
 #   BENCH_SECS=5 scripts/bench.sh    # shorter runs
 #   BENCH_ONLY=tasks scripts/bench.sh   # only the task benchmarks (~40 s; no wrk or nginx)
+#   BENCH_ONLY=media scripts/bench.sh   # only Responses, uploads, speech and images (~30 s)
 #
 # Environment (defaults in brackets):
 #   BENCH_SECS [9]       seconds of measured load per target (wrk and fixed rate)
@@ -25,6 +26,9 @@
 #   BENCH_TASK_SECS [5]  seconds of submit load;  BENCH_TASK_CLIENTS [64] concurrent submitters
 #   BENCH_TASK_QUEUE [10000]  tasks queued for the memory, disk and resume figures
 #   BENCH_ONLY=tasks     run only the task benchmarks
+#   BENCH_ONLY=media     run only the media benchmarks (examples/bench_media: Responses
+#                        streams and conversations, uploads, speech, images; SPEC §13)
+#   BENCH_MEDIA_N [200]  requests per streamed media measure; BENCH_UPLOAD_MIB [50]
 #   BENCH_WORKERS        `labrouter serve --workers` for the proxy routers (sections 1-7; the
 #                        task routers keep the default)
 #   BENCH_NO_BUILD=1     use the binaries in target/release as they are ($CARGO_TARGET_DIR/release
@@ -58,7 +62,7 @@ P_ROUTER=$((BASE + 10)) P_NGINX=$((BASE + 11)) P_ROUTER2=$((BASE + 12))
 P_HELD=$((BASE + 9)) P_TASKS=$((BASE + 13)) P_TASKS2=$((BASE + 14))
 ONLY=${BENCH_ONLY:-}
 WORKERS=${BENCH_WORKERS:-}
-case "$ONLY" in "" | tasks) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks\n' "$ONLY" >&2; exit 2;; esac
+case "$ONLY" in "" | tasks | media) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks or media\n' "$ONLY" >&2; exit 2;; esac
 TASK_SECS=${BENCH_TASK_SECS:-5}
 TASK_CLIENTS=${BENCH_TASK_CLIENTS:-64}
 TASK_QUEUE=${BENCH_TASK_QUEUE:-10000}
@@ -70,7 +74,7 @@ BODY='{"model":"code","messages":[{"role":"user","content":"hi"}]}'
 
 # ---------------------------------------------------------------- tools
 need_install=()
-if [ "$ONLY" != tasks ]; then
+if [ -z "$ONLY" ]; then
   command -v wrk >/dev/null || need_install+=(wrk)
   command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_install+=(nginx)
 fi
@@ -97,7 +101,7 @@ fi
 TARGET=${CARGO_TARGET_DIR:-target}
 case "$TARGET" in /*) ;; *) TARGET=$ROOT/$TARGET;; esac
 BIN=$TARGET/release
-for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks; do
+for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks examples/bench_media; do
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run cargo build --release --examples"
 done
 
@@ -215,6 +219,25 @@ task_report() {
   echo "raw: $T_QUEUE"
   echo "raw: $T_RESUME"
 }
+# Section 9: Responses, uploads, speech and images against their fake machines asked
+# directly (examples/bench_media; its own ports, BENCH_PORT+200 and up).
+media_benchmarks() {
+  log "media: Responses streams and a 50-turn conversation, ${BENCH_UPLOAD_MIB:-50} MiB uploads, speech, images"
+  MEDIA_TABLE=$("$BIN/examples/bench_media" --labrouter "$BIN/labrouter" --port $((BASE + 200)) \
+    --n "${BENCH_MEDIA_N:-200}" --upload-mib "${BENCH_UPLOAD_MIB:-50}") || die "bench_media failed"
+}
+media_report() {
+  echo
+  echo "Media (SPEC §13): fakes that answer at once, asked directly and through labrouter in turn; medians"
+  echo
+  echo "$MEDIA_TABLE"
+}
+if [ "$ONLY" = media ]; then
+  media_benchmarks
+  media_report
+  if [ -n "${BENCH_OUT:-}" ]; then echo "$MEDIA_TABLE" >"$BENCH_OUT"; fi
+  exit 0
+fi
 if [ "$ONLY" = tasks ]; then
   task_benchmarks
   task_report
@@ -473,6 +496,8 @@ echo "raw: stream labrouter: $S_ROUTER"
 echo "raw: stream labrouter, Ollama door: $S_OLLAMA"
 echo "raw: streams: $M_STREAMS"
 task_report
+media_benchmarks
+media_report
 echo
 echo "Issue 13: lean hot path"
 echo "Now vs goal from this run; before: the figures measured when issue 13 was filed. CPU per request: the proxy's $([ "$cpu_src" = perf ] && echo "task-clock (perf stat)" || echo "utime + stime (/proc)") during one more ${ROUND_SECS}s wrk -c$CONNS run, divided by the requests it completed. Adversarial route decision: the worst of some hits, no hit, dense and non-ASCII prose."
@@ -482,5 +507,5 @@ echo
 echo "raw: cpu labrouter: $C_ROUTER"
 echo "raw: cpu nginx: $C_NGINX"
 if [ -n "${BENCH_OUT:-}" ]; then
-  printf '%s\n\n%s\n\nIssue 13: lean hot path\n\n%s\n' "$TABLE" "$TASK_TABLE" "$ISSUE13_TABLE" >"$BENCH_OUT"
+  printf '%s\n\n%s\n\n%s\n\nIssue 13: lean hot path\n\n%s\n' "$TABLE" "$TASK_TABLE" "$MEDIA_TABLE" "$ISSUE13_TABLE" >"$BENCH_OUT"
 fi

@@ -219,14 +219,12 @@ async fn a_digest_changes_when_a_reload_changes_what_its_name_maps_to_and_only_t
 #[tokio::test]
 async fn both_model_lists_say_each_names_kind_and_capabilities_follow_it() {
     let t = Lab::from_file("").await;
-    let kinds = t
-        .yaml("")
-        .replace(
-            "routes:\n",
-            "  bge: { machine: gpu-box, name: bge-m3, kind: embed }\n  \
+    let kinds = t.yaml("").replace(
+        "routes:\n",
+        "  bge: { machine: gpu-box, name: bge-m3, kind: embed }\n  \
              sdxl: { machine: gpu-box, name: sdxl-turbo, kind: image }\n\
              routes:\n  - name: draw\n    chain: [sdxl]\n",
-        );
+    );
     std::fs::write(t.registry_path(), kinds).unwrap();
     let a = t.send(post("/admin/reload", "")).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
@@ -248,7 +246,10 @@ async fn both_model_lists_say_each_names_kind_and_capabilities_follow_it() {
     assert_eq!(of("bge"), (json!("model"), json!("embed")));
     // A model written without a kind is listed as chat.
     assert_eq!(of("small"), (json!("model"), json!("chat")));
-    assert_eq!(t.send(get("/v1/models/bge-m3")).await.json()["kind"], "embed");
+    assert_eq!(
+        t.send(get("/v1/models/bge-m3")).await.json()["kind"],
+        "embed"
+    );
 
     let tags = t.send(get("/api/tags")).await.json();
     let tag = |name: &str| {
@@ -266,5 +267,8 @@ async fn both_model_lists_say_each_names_kind_and_capabilities_follow_it() {
     assert_eq!(tag("sdxl:latest")["capabilities"], json!([]));
     assert_eq!(tag("code:latest")["kind"], "chat");
     let code = tag("code:latest")["capabilities"].clone();
-    assert!(code.as_array().unwrap().contains(&json!("completion")), "{code}");
+    assert!(
+        code.as_array().unwrap().contains(&json!("completion")),
+        "{code}"
+    );
 }

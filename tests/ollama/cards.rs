@@ -255,9 +255,11 @@ async fn capabilities_say_what_each_model_does_on_show_and_tags() {
     // A chat model: what it always was.
     let (_, card) = t.show("chat").await;
     assert_eq!(caps(&card), json!(["completion", "tools"]), "{card}");
-    // On an Ollama server: the server's own words.
+    // On an Ollama server: the server's own card and words (the sim's card names its
+    // family, which labrouter's own card leaves empty).
     let (_, card) = t.show("coder-gpu").await;
-    assert_eq!(caps(&card), json!(["completion"]), "{card}");
+    assert_eq!(caps(&card), json!(["completion", "tools"]), "{card}");
+    assert_eq!(card["details"]["family"], "llama", "{card}");
     assert_eq!(t.asked(), (1, 0, 2, 2));
 
     // The list says the same, asking each machine once: one card per model on an Ollama
@@ -279,8 +281,16 @@ async fn capabilities_say_what_each_model_does_on_show_and_tags() {
         assert_eq!(tags[name], json!(["completion", "tools"]), "{name}: {tags}");
     }
     // A route is what its first target does.
-    assert_eq!(tags["code:latest"], json!(["completion"]), "{tags}");
-    assert_eq!(tags["coder-gpu:latest"], json!(["completion"]), "{tags}");
+    assert_eq!(
+        tags["code:latest"],
+        json!(["completion", "tools"]),
+        "{tags}"
+    );
+    assert_eq!(
+        tags["coder-gpu:latest"],
+        json!(["completion", "tools"]),
+        "{tags}"
+    );
     // gpu-box-2 does not have its model: what labrouter knows.
     assert_eq!(tags["coder-gpu2:latest"], json!(["completion", "tools"]));
     assert_eq!(t.asked(), (2, 1, 3, 3));
