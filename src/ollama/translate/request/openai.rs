@@ -212,6 +212,9 @@ struct Calls {
     by_id: HashMap<String, usize>,
     /// Every call before this one is answered.
     open: usize,
+    /// Queue entries and calls stepped over by [`Calls::answer`] so far: linear time means
+    /// this stays within a small multiple of the calls and answers (a test counts it).
+    steps: usize,
 }
 
 impl Calls {
@@ -251,15 +254,22 @@ impl Calls {
     /// The id a tool message at index `i` answers (see [`chat`]), marked answered.
     fn answer(&mut self, i: usize, name: Option<&str>) -> String {
         let Calls {
-            all, by_name, open, ..
+            all,
+            by_name,
+            open,
+            steps,
+            ..
         } = self;
         let unanswered = |k: &usize| all.get(*k).is_some_and(|c| !c.1);
-        let named = name
-            .and_then(|n| by_name.get_mut(n))
-            .and_then(|queue| std::iter::from_fn(|| queue.pop_front()).find(unanswered));
+        let named = name.and_then(|n| by_name.get_mut(n)).and_then(|queue| {
+            std::iter::from_fn(|| queue.pop_front())
+                .inspect(|_| *steps += 1)
+                .find(unanswered)
+        });
         let k = named.or_else(|| {
             while all.get(*open).is_some_and(|c| c.1) {
                 *open += 1;
+                *steps += 1;
             }
             Some(*open).filter(unanswered)
         });
