@@ -1,4 +1,4 @@
-//! Reading a whole body within bounds (SPEC §7), for both sides of the proxy: a client's
+//! Reading a whole body within bounds (README "Safety"), for both sides of the proxy: a client's
 //! request and a machine's non-stream answer. At most `max` bytes: refused on a declared
 //! length over it, or as soon as its bytes pass it, so it is never held whole; optionally
 //! no silence longer than `idle` between frames. A body of one frame is kept as it came;

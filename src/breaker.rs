@@ -1,4 +1,4 @@
-//! The per-machine circuit breaker as a pure state machine (SPEC §3.4).
+//! The per-machine circuit breaker as a pure state machine (README "What trips a breaker").
 //!
 //! [`Breaker::step`] takes the state, one [`Event`] and `now`, and returns the next state
 //! with a [`Decision`] and, when the phase changed, a [`Transition`] for the ledger. It
@@ -44,10 +44,10 @@ pub struct Breaker {
     pub rate_limited_until: Option<Instant>,
     pub last_reason: Option<String>,
     pub last_retry_after: Option<Duration>,
-    /// Another router holds the pool's probe lease until then (SPEC §12): this half-open
-    /// breaker answers `probe_in_flight` meanwhile.
+    /// Another router holds the pool's probe lease until then (README "Several routers"): this
+    /// half-open breaker answers `probe_in_flight` meanwhile.
     pub peer_probe_until: Option<Instant>,
-    /// The router whose verdict this is, when another router decided it (SPEC §12).
+    /// The router whose verdict this is, when another router decided it (README "Several routers").
     pub decided_by: Option<Arc<str>>,
 }
 
@@ -91,10 +91,11 @@ pub enum Event {
     AuthFailed(Ticket, String),
     /// The admitted call ended with no verdict (client gone, 400, 404): releases a probe lease.
     Cancel(Ticket),
-    /// The probe this ticket was admitted as is another router's until then (SPEC §12):
-    /// the local probe lease goes back, and the breaker answers `probe_in_flight` meanwhile.
+    /// The probe this ticket was admitted as is another router's until then (README "Several
+    /// routers"): the local probe lease goes back, and the breaker answers `probe_in_flight`
+    /// meanwhile.
     PeerProbe(Ticket, Instant),
-    /// An active health check (SPEC §3.5).
+    /// An active health check (docs/registry.md "machines:").
     HealthPassed,
     HealthFailed(Failure),
     /// Manual control, with who/why for the ledger.
@@ -118,7 +119,7 @@ pub enum Decision {
     Stale,
 }
 
-/// One phase change, as the ledger records it (SPEC §3.7).
+/// One phase change, as the ledger records it (README "What it remembers").
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transition {
     pub from: Phase,

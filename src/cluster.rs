@@ -1,5 +1,5 @@
-//! Several routers, one view of the lab (SPEC §12): breaker verdicts shared through Redis,
-//! one probe per cooldown for the whole pool.
+//! Several routers, one view of the lab (README "Several routers"): breaker verdicts shared through
+//! Redis, one probe per cooldown for the whole pool.
 //!
 //! Only transitions and probes touch Redis, never an ordinary request: a transition is
 //! queued to the worker ([`run`], which publishes it), a probe asks for the pool's lease,

@@ -19,7 +19,8 @@ pub struct Fleet {
     pub upstreams: Table<MachineId, Arc<Upstream>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
     pub api_keys: ApiKeys,
-    /// The Redis of `cluster:` (SPEC §12), read from its environment variable and checked.
+    /// The Redis of `cluster:` (README "Several routers"), read from its environment variable and
+    /// checked.
     pub redis: Option<crate::cluster::Endpoint>,
     /// `labrouter_request_duration_seconds` per route label (every route's and model's
     /// name), resolved at first use: after the recorder is in, and never per request.
@@ -156,7 +157,7 @@ impl Fleet {
 
     /// Makes this fleet the one that serves: transitions carry its registry version from
     /// now on, the breaker gauges show its machines, and on a reload 401/403 pauses lift
-    /// (SPEC §3.2: "until config reload or manual reset").
+    /// (docs/api.md "Breaker classification": "until config reload or manual reset").
     pub fn activate(&self, reloaded: bool) {
         self.machines.bus().set_version(&self.registry.version);
         self.gauge_states();

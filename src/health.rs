@@ -1,4 +1,5 @@
-//! Active health checks (SPEC §3.5), for machines whose registry entry sets `health`.
+//! Active health checks (docs/registry.md "machines:"), for machines whose registry entry sets
+//! `health`.
 //!
 //! A failed check is a qualifying failure, so an idle dead machine opens without costing a
 //! user request; a passing check on an open breaker whose cooldown has passed acts as its

@@ -1,12 +1,12 @@
-//! The HTTP face (SPEC §4): the router of every endpoint, built by [`app`]. Bad input is
+//! The HTTP face (docs/api.md): the router of every endpoint, built by [`app`]. Bad input is
 //! answered here, as an [`AppError`], and never reaches a machine or a breaker.
 //!
 //! - [`inference`]: the OpenAI endpoints.
-//! - [`ollama`]: Ollama's endpoints (SPEC §11), on the same walk.
+//! - [`ollama`]: Ollama's endpoints (docs/api.md "The Ollama endpoints"), on the same walk.
 //! - [`admin`]: the ledger, manual breaker control, reloads.
-//! - [`guard`]: Host, Origin and key checks in front of everything (SPEC §7); it tags each
+//! - [`guard`]: Host, Origin and key checks in front of everything (README "Safety"); it tags each
 //!   request with its [`Owner`].
-//! - [`idempotency`]: `Idempotency-Key` on completions and embeddings (SPEC §10).
+//! - [`idempotency`]: `Idempotency-Key` on completions and embeddings (docs/api.md "Tasks").
 //! - [`error`]: [`AppError`], rendered in OpenAI's error envelope.
 //! - [`dashboard`]: `GET /` and `HEAD /`: the dashboard for a browser, Ollama's greeting
 //!   for anything else.

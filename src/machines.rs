@@ -86,8 +86,8 @@ impl Machines {
         Machines { trackers, bus }
     }
 
-    /// Lifts every 401/403 pause: SPEC §3.2 pauses a machine "until config reload or
-    /// manual reset", and this is the reload.
+    /// Lifts every 401/403 pause: docs/api.md "Breaker classification" pauses a machine "until
+    /// config reload or manual reset", and this is the reload.
     pub fn lift_auth_pauses(&self) {
         for tracker in &self.trackers {
             if lock(&tracker.state).breaker.phase == Phase::AuthFailed {
@@ -223,7 +223,7 @@ impl Machines {
         match restored {
             Restored::Found { verdict, written } => {
                 let age = wall.duration_since(*written).unwrap_or(Duration::ZERO);
-                // A breaker forced open by hand stays open until closed by hand (SPEC §7).
+                // A breaker forced open by hand stays open until closed by hand (README "Safety").
                 if age > max_age && verdict.state != Phase::ForcedOpen {
                     tracing::info!(machine = %tracker.name, age_s = age.as_secs(), "stored verdict is older than max_cooldown: ignored");
                     return;

@@ -117,7 +117,7 @@ impl Endpoint {
     }
 }
 
-/// What an Ollama client called (SPEC §11).
+/// What an Ollama client called (docs/api.md "The Ollama endpoints").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
     /// `POST /api/chat`

@@ -30,7 +30,7 @@ pub static SKIPPED: HeaderName = HeaderName::from_static("x-labrouter-skipped");
 
 /// A response extension on a machine's whole answer (served, or its client error passed
 /// through); never on the router's own errors nor on a relayed stream. What an
-/// `Idempotency-Key` may keep (SPEC §10).
+/// `Idempotency-Key` may keep (docs/api.md "Tasks").
 #[derive(Clone, Copy, Debug)]
 pub struct MachineAnswer;
 
@@ -41,7 +41,7 @@ pub trait Front: Send + Sync + 'static {
     /// What to send a target called `backend` on a machine speaking `api`.
     fn request(&self, backend: &str, api: Api) -> (Wire, Payload);
     /// Whether the request makes vectors: it falls back only to the same backend model
-    /// (SPEC §4).
+    /// (docs/api.md).
     fn embeds(&self) -> bool;
     /// A machine's whole answer to `wire` as the client's body, with its content type
     /// when it changed. Err: it cannot be given (the attempt counts as malformed).

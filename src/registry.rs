@@ -1,4 +1,4 @@
-//! registry.yaml (SPEC §1): parse the raw file, then validate it into a [`Registry`].
+//! registry.yaml (docs/registry.md): parse the raw file, then validate it into a [`Registry`].
 //!
 //! Every error names the file, line and column and says what was expected; unknown keys
 //! are errors. A [`Registry`] that exists is valid: the rest of the program never checks
@@ -38,11 +38,11 @@ pub use server::{is_loopback, Cidr, Server, DEFAULT_ORIGINS};
 pub use tasks::Tasks;
 pub use units::{parse_duration, parse_duration_max, parse_size, DURATION_MAX};
 
-/// The longest timeout, cooldown or interval registry.yaml may set (SPEC §7): a value
+/// The longest timeout, cooldown or interval registry.yaml may set (README "Safety"): a value
 /// beyond it is a typo, and would overflow the clock.
 pub const SPAN_MAX: Duration = Duration::from_secs(30 * 86_400);
 
-/// The four timeouts of SPEC §3.3 for one machine.
+/// The four timeouts of README "What trips a breaker" for one machine.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Timeouts {
     pub connect: Duration,
@@ -63,7 +63,8 @@ pub struct Machine {
     pub name: String,
     /// OpenAI base URL without a trailing slash, e.g. `http://gpu-box.local:11434/v1`.
     pub url: String,
-    /// The API the machine speaks besides OpenAI's (SPEC §11): Ollama's own, natively.
+    /// The API the machine speaks besides OpenAI's (docs/api.md "The Ollama endpoints"): Ollama's
+    /// own, natively.
     pub api: Api,
     /// The environment variable holding this upstream's bearer key (never the key itself).
     pub api_key_env: Option<String>,
@@ -71,14 +72,16 @@ pub struct Machine {
     pub timeouts: Timeouts,
     pub breaker: Policy,
     pub max_concurrency: u32,
-    /// Tasks running at once on this machine (SPEC §10): 1..=`max_concurrency`, default 1.
+    /// Tasks running at once on this machine (docs/api.md "Tasks"): 1..=`max_concurrency`, default
+    /// 1.
     pub task_slots: u32,
-    /// Its verdict is shared with the other routers of `cluster:` (SPEC §12), under
+    /// Its verdict is shared with the other routers of `cluster:` (README "Several routers"), under
     /// [`share_key`] of its URL.
     pub shared: bool,
 }
 
-/// `cluster:` (SPEC §12): the routers sharing one prefix in one Redis share verdicts.
+/// `cluster:` (README "Several routers"): the routers sharing one prefix in one Redis share
+/// verdicts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cluster {
     /// The environment variable holding the Redis URL (the URL itself is a secret).
@@ -88,12 +91,13 @@ pub struct Cluster {
     pub node: String,
     /// Each Redis operation at most; slower counts as Redis down.
     pub timeout: Duration,
-    /// The probe lease's `PX` (SPEC: 15 s).
+    /// The probe lease's `PX` (15 s).
     pub probe_lease: Duration,
 }
 
-/// Which API a machine speaks (`api:` in registry.yaml, SPEC §11). Every machine takes
-/// OpenAI requests at its `url`; an Ollama server also takes Ollama's own at `/api/...`.
+/// Which API a machine speaks (`api:` in registry.yaml, docs/api.md "The Ollama endpoints"). Every
+/// machine takes OpenAI requests at its `url`; an Ollama server also takes Ollama's own at
+/// `/api/...`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Api {
     #[default]
@@ -160,9 +164,9 @@ pub struct Registry {
     /// that kind; kinds without routes are absent.
     pub defaults: Vec<(Kind, RouteId)>,
     pub telegram: Option<Telegram>,
-    /// `tasks:` (SPEC §10), its defaults when the block is absent.
+    /// `tasks:` (docs/api.md "Tasks"), its defaults when the block is absent.
     pub tasks: Tasks,
-    /// `cluster:` (SPEC §12), when routers share verdicts through Redis.
+    /// `cluster:` (README "Several routers"), when routers share verdicts through Redis.
     pub cluster: Option<Cluster>,
     /// A short hash of the file's bytes, recorded with breaker transitions.
     pub version: String,

@@ -1,4 +1,5 @@
-//! `labrouter replay TRACE.json` (SPEC §6, §9): the pure breaker run on a recorded trace.
+//! `labrouter replay TRACE.json` (docs/api.md "Command line"): the pure breaker run on a recorded
+//! trace.
 //!
 //! A trace is a breaker policy and a list of timed events per machine. Each machine gets
 //! its own [`Breaker`], driven through the same [`Breaker::step`] the server uses, so a
@@ -55,7 +56,7 @@ pub struct Run {
     pub final_states: BTreeMap<String, FinalState>,
 }
 
-/// One phase change, as the ledger (SPEC §3.7) would record it.
+/// One phase change, as the ledger (README "What it remembers") would record it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TransitionRow {
     pub index: usize,
@@ -127,7 +128,7 @@ struct Player {
     last_ms: u64,
 }
 
-/// Replays `trace_json` (SPEC §9) and returns its receipt.
+/// Replays `trace_json` (docs/api.md "Command line") and returns its receipt.
 pub fn replay(trace_json: &str) -> Result<Receipt, ReplayError> {
     let raw: RawTrace = serde_json::from_str(trace_json)?;
     let mut player = Player {
@@ -319,7 +320,8 @@ fn parse_event(v: &Value) -> Result<(u64, String, Kind), String> {
     Ok((at_ms, machine, kind))
 }
 
-/// A `failure` event's reason (a SPEC §3.2 token) and optional Retry-After.
+/// A `failure` event's reason (a docs/api.md "Breaker classification" token) and optional
+/// Retry-After.
 fn failure(obj: &Map<String, Value>) -> Result<Failure, String> {
     let names = || FailureKind::ALL.map(FailureKind::as_str).join(", ");
     let kind = match obj.get("reason") {

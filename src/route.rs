@@ -1,4 +1,5 @@
-//! Routing (SPEC §2): from what a request names and says to a route and its chain. Pure.
+//! Routing (docs/api.md "Routing a request"): from what a request names and says to a route and its
+//! chain. Pure.
 //!
 //! Keywords of every route are indexed once (`keywords.rs`), so a decision is one pass over
 //! the prompt however many routes and keywords there are.

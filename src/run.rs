@@ -1,8 +1,8 @@
-//! The whole service on a listener the caller holds (SPEC §7, §8), as mini-redis's
-//! `server::run(listener, shutdown)`: metrics, health checks, the daily ledger prune,
-//! counter samples, Telegram, reload triggers and systemd readiness around [`crate::serve`],
-//! then the store flushed. `labrouter serve` is this plus a socket and signals; tests run it
-//! in-process.
+//! The whole service on a listener the caller holds (README "Safety", README "Run it as a
+//! service"), as mini-redis's `server::run(listener, shutdown)`: metrics, health checks, the daily
+//! ledger prune, counter samples, Telegram, reload triggers and systemd readiness around
+//! [`crate::serve`], then the store flushed. `labrouter serve` is this plus a socket and signals;
+//! tests run it in-process.
 //!
 //! Everything started here stops when [`run`] returns, or when its future is dropped.
 
@@ -131,7 +131,7 @@ impl Drop for Background {
 
 fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
     let mut tasks = Vec::new();
-    // The other routers (SPEC §12), before Telegram so its alerts hear the link.
+    // The other routers (README "Several routers"), before Telegram so its alerts hear the link.
     let fleet = svc.fleet();
     if let (Some(config), Some(redis)) = (&fleet.registry.cluster, &fleet.redis) {
         let (link, jobs) = crate::cluster::Link::new(config.clone());
@@ -149,7 +149,7 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
         tokio::spawn(crate::health::run(Arc::clone(svc))),
         tokio::spawn(crate::service::prune_daily(Arc::clone(svc))),
     ]);
-    // The task queue (SPEC §10): resumed when the service opened its store.
+    // The task queue (docs/api.md "Tasks"): resumed when the service opened its store.
     if let Some(scheduler) = svc.tasks() {
         tasks.push(tokio::spawn(Arc::clone(scheduler).run()));
         // Callbacks of finished tasks, beside the queue and never on its path.

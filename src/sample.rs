@@ -1,7 +1,7 @@
-//! Counter samples (SPEC §5's digest counts): every minute, each machine's live counters go
-//! to the store, named by the service's start ([`Service::boot_ms`]), so the daily digest can
-//! count a day's requests across restarts. [`crate::run()`] starts this whenever the service
-//! has a store, whether or not Telegram is on; Telegram only reads the samples.
+//! Counter samples (README "Telegram"'s digest counts): every minute, each machine's live counters
+//! go to the store, named by the service's start ([`Service::boot_ms`]), so the daily digest can
+//! count a day's requests across restarts. [`crate::run()`] starts this whenever the service has a
+//! store, whether or not Telegram is on; Telegram only reads the samples.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -1,7 +1,7 @@
-//! Serving connections (SPEC §7, §8): the accept loop with at most `server.max_connections`
-//! open at once, per-connection bounds on how slowly a client may send its request head and
-//! how long a kept-alive connection may sit idle, TCP_NODELAY, and a bounded graceful drain
-//! (keyed requests whose clients left included).
+//! Serving connections (README "Safety", README "Run it as a service"): the accept loop with at
+//! most `server.max_connections` open at once, per-connection bounds on how slowly a client may
+//! send its request head and how long a kept-alive connection may sit idle, TCP_NODELAY, and a
+//! bounded graceful drain (keyed requests whose clients left included).
 //!
 //! hyper's own `header_read_timeout` also runs while a kept-alive connection waits for its
 //! next request, so it cannot give a short header bound and a long idle bound at once; a

@@ -1,5 +1,5 @@
 //! The running service: the current [`Fleet`] behind an atomic swap, the store that outlives
-//! reloads, and reloading itself (SPEC §8).
+//! reloads, and reloading itself (README "Run it as a service").
 //!
 //! A request loads the current lab once and keeps it to its end, so a reload never changes
 //! a registry under a request. A reload validates the new file completely before the swap;
@@ -62,7 +62,7 @@ pub struct Service {
     /// When this service started (unix ms): its machines' counters count from zero here, so
     /// counter samples and the digest's live counts name the process by it.
     boot_ms: i64,
-    /// The task queue (SPEC §10), when there is a store to keep tasks in.
+    /// The task queue (docs/api.md "Tasks"), when there is a store to keep tasks in.
     tasks: Option<Arc<Scheduler>>,
     /// State the layers above keep for the service's lifetime (the HTTP layer's
     /// `Idempotency-Key` flights and answers), made on first use: the service below them
@@ -270,7 +270,7 @@ impl Service {
     }
 }
 
-/// Prunes the ledger at start and then once a day, to `server.keep_ledger` (SPEC §7).
+/// Prunes the ledger at start and then once a day, to `server.keep_ledger` (README "Safety").
 pub async fn prune_daily(svc: Arc<Service>) {
     loop {
         if let Some(store) = svc.store() {
@@ -283,7 +283,7 @@ pub async fn prune_daily(svc: Arc<Service>) {
     }
 }
 
-/// Settings a reload may not change (SPEC §7): the socket stays bound where it was, so its
+/// Settings a reload may not change (README "Safety"): the socket stays bound where it was, so its
 /// auth must stay as it was checked at start.
 fn restart_only(old: &Registry, new: &Registry) -> Result<(), ServiceError> {
     let (o, n) = (&old.server, &new.server);

@@ -30,7 +30,7 @@ pub use tasks::{OldestWaiting, TaskFailure, TasksView, RECENT_FAILURES};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct View {
-    /// The link to the other routers (SPEC §12); absent without `cluster:`.
+    /// The link to the other routers (README "Several routers"); absent without `cluster:`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterView>,
     /// Keyed requests running on after their clients left (`server.max_detached`); absent
@@ -56,8 +56,8 @@ pub struct MachineView {
     pub cooldown_left_ms: u64,
     /// The cooldown the next trip would get.
     pub cooldown_ms: u64,
-    /// The router whose verdict this is (SPEC §12): a peer's name for an adopted one, this
-    /// router's node for its own; `None` without `cluster:` or before any transition.
+    /// The router whose verdict this is (README "Several routers"): a peer's name for an adopted
+    /// one, this router's node for its own; `None` without `cluster:` or before any transition.
     pub decided_by: Option<String>,
     pub in_flight: u32,
     pub last_reason: Option<String>,
@@ -68,14 +68,14 @@ pub struct MachineView {
     pub rate_limited_ms: Option<u64>,
     pub remote_attempts: u64,
     pub rerouted: u64,
-    /// Its verdict is shared with the other routers (SPEC §12).
+    /// Its verdict is shared with the other routers (README "Several routers").
     pub shared: bool,
     pub state: Phase,
     pub url: String,
 }
 
-/// `/status.cluster` (SPEC §12): whether this router talks to Redis, as whom, and who else
-/// it has seen there.
+/// `/status.cluster` (README "Several routers"): whether this router talks to Redis, as whom, and
+/// who else it has seen there.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClusterView {

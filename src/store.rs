@@ -1,4 +1,4 @@
-//! Memory across restarts (SPEC §3.6, §3.7): breaker verdicts, the transition ledger and
+//! Memory across restarts (README "What it remembers"): breaker verdicts, the transition ledger and
 //! the digest's counter samples in one SQLite file under `state_dir`.
 //!
 //! rusqlite is synchronous, so every write goes over a channel to one writer thread: a
@@ -12,7 +12,7 @@
 //! - `verdict`: one breaker verdict per machine, read back at start.
 //! - `ledger`: the transition ledger, its [`LedgerRow`] and its reads.
 //! - `meta`: small named values ([`meta()`]); `counters`: counter samples.
-//! - [`tasks`]: tasks (SPEC §10), written in the batch that acknowledges them.
+//! - [`tasks`]: tasks (docs/api.md "Tasks"), written in the batch that acknowledges them.
 //! - `answers`: answers kept for `Idempotency-Key` ([`KeptAnswer`], [`answer()`]).
 //! - [`responses`]: Responses kept for their conversations (`previous_response_id`).
 
@@ -202,7 +202,7 @@ impl Store {
     }
 
     /// Asks the writer to delete ledger rows older than `keep`, and idempotent answers older
-    /// than [`ANSWERS_KEEP`] (SPEC §7: the database does not grow without bound).
+    /// than [`ANSWERS_KEEP`] (README "Safety": the database does not grow without bound).
     pub fn prune(&self, keep: Duration) {
         let now = crate::clock::wall();
         let before = |keep| ms(now.checked_sub(keep).unwrap_or(UNIX_EPOCH));

@@ -1,5 +1,5 @@
-//! A task as data (SPEC §10): its id, what it asks, where it stands, as the store keeps it
-//! and the API shows it. The queue that runs tasks is [`crate::tasks`].
+//! A task as data (docs/api.md "Tasks"): its id, what it asks, where it stands, as the store keeps
+//! it and the API shows it. The queue that runs tasks is [`crate::tasks`].
 
 use std::collections::BTreeMap;
 use std::fmt;

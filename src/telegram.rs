@@ -1,4 +1,4 @@
-//! Telegram (SPEC §5): one alert per breaker trip, a page when an outage outlasts
+//! Telegram (README "Telegram"): one alert per breaker trip, a page when an outage outlasts
 //! `page_after_cycles` cooldowns, and a daily digest at `digest_at` in `timezone`.
 //!
 //! Pieces, each testable alone:

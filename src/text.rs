@@ -1,6 +1,6 @@
 //! Text from outside (admin `by`/`why`, reasons, header values) on its way to logs, the
 //! ledger, Telegram or an error message: at most [`MAX_CHARS`] characters, and control
-//! characters escaped so no one can forge a log line (SPEC §7).
+//! characters escaped so no one can forge a log line (README "Safety").
 
 /// The most characters of outside text any one field keeps.
 pub const MAX_CHARS: usize = 200;

@@ -1,4 +1,5 @@
-//! One attempt at one machine: send, tell hung from slow (SPEC §3.3), classify (SPEC §3.2).
+//! One attempt at one machine: send, tell hung from slow (README "What trips a breaker"), classify
+//! (docs/api.md "Breaker classification").
 //!
 //! An attempt ends in an [`Answer`] the client can be given, or an [`Attempted`] that
 //! carries its decisions: what the breaker records, whose fault it was (so whether the
@@ -100,7 +101,7 @@ pub enum Answer {
         rest: Chunks,
     },
     /// The machine refused the request itself (400, 413, 422): its answer goes back as is
-    /// and the chain stops (SPEC §3.2).
+    /// and the chain stops (docs/api.md "Breaker classification").
     Refused {
         status: StatusCode,
         content_type: Option<HeaderValue>,
@@ -165,8 +166,8 @@ impl Upstream {
 
     /// Sends `body` to `wire`'s endpoint as `target` and waits for an answer worth giving the
     /// client, at most until `deadline` (the request's; this machine's `total` also applies).
-    /// `lease` is vouched for at the first sign the machine works (SPEC §3.4): 2xx headers,
-    /// a stream's first chunk, or a passed liveness check while the answer is pending.
+    /// `lease` is vouched for at the first sign the machine works (README "What trips a breaker"):
+    /// 2xx headers, a stream's first chunk, or a passed liveness check while the answer is pending.
     pub async fn attempt(
         &self,
         target: ModelId,

@@ -1,4 +1,4 @@
-//! One task callback, delivered the Standard Webhooks way (SPEC §10, "Callbacks").
+//! One task callback, delivered the Standard Webhooks way (docs/api.md "Tasks", "Callbacks").
 //!
 //! This module knows nothing of tasks beyond a JSON body: the scheduler picks the URL, the
 //! `webhook-id` (task id + ":" + status), the clock and when to try again; this module signs,
@@ -25,7 +25,7 @@ pub use resolve::{Lookup, SystemLookup};
 pub use retry::{next_retry, FIRST_RETRY, GIVE_UP_AFTER, MAX_STEP};
 pub use sign::{sign, Secret, SecretError};
 
-/// The most one attempt may take, connect to last byte read (SPEC §10).
+/// The most one attempt may take, connect to last byte read (docs/api.md "Tasks").
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The most the TCP (and TLS) connect may take within an attempt.

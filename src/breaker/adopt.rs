@@ -1,5 +1,6 @@
 //! Another router's verdict on a shared machine, taken over without a failure of our own
-//! (SPEC §12). Pure, like [`Breaker::step`]: the cluster link reads Redis, this decides.
+//! (README "Several routers"). Pure, like [`Breaker::step`]: the cluster link reads Redis, this
+//! decides.
 
 use std::sync::Arc;
 use std::time::Duration;

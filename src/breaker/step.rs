@@ -1,4 +1,4 @@
-//! The step function: one event applied to one breaker at `now` (SPEC §3.4).
+//! The step function: one event applied to one breaker at `now` (README "What trips a breaker").
 
 use std::time::Duration;
 

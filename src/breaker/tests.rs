@@ -1,4 +1,5 @@
-//! Unit tests of the pure breaker state machine (SPEC §3.2, §3.4, §3.5).
+//! Unit tests of the pure breaker state machine (docs/api.md "Breaker classification", README "What
+//! trips a breaker", docs/registry.md "machines:").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! What is remembered of a breaker: its verdict in wall-clock time (SPEC §3.6) and each
-//! transition as the ledger, alerts and the demo receive it (SPEC §3.7).
+//! What is remembered of a breaker: its verdict in wall-clock time (README "What it remembers") and
+//! each transition as the ledger, alerts and the demo receive it (README "What it remembers").
 
 use std::time::{Duration, SystemTime};
 
@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::{Breaker, Phase, Policy, Transition};
 
-/// The longest `Retry-After` believed (SPEC §7): a machine that asks for more is clamped.
+/// The longest `Retry-After` believed (README "Safety"): a machine that asks for more is clamped.
 pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(86_400);
 
 /// One breaker transition, with what the ledger and alerts need beside it.
@@ -24,11 +24,12 @@ pub struct Transitioned {
     pub verdict: Verdict,
     pub remote_attempts: u64,
     pub local_rejections: u64,
-    /// The router whose verdict this was, when another router decided it (SPEC §12).
+    /// The router whose verdict this was, when another router decided it (README "Several
+    /// routers").
     pub decided_by: Option<std::sync::Arc<str>>,
 }
 
-/// What is stored per machine (SPEC §3.6).
+/// What is stored per machine (README "What it remembers").
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verdict {
     pub state: Phase,

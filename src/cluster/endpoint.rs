@@ -1,6 +1,6 @@
 //! The Redis a `cluster:` names, read from the environment (the URL may hold a password, so
 //! it is never logged, shown or put in an error) and checked: off loopback, Redis must be
-//! reached with TLS (`rediss://`) and a password or ACL user (SPEC §12).
+//! reached with TLS (`rediss://`) and a password or ACL user (README "Several routers").
 
 use std::net::IpAddr;
 

@@ -1,6 +1,6 @@
 //! What one router tells the others, both ways: a verdict to publish ([`Told`]) and a
 //! verdict read back ([`Heard`]), from a message or from a (re)sync. What comes from Redis
-//! is outside input: validated, bounded and clamped like any other (SPEC §7).
+//! is outside input: validated, bounded and clamped like any other (README "Safety").
 
 use std::sync::Arc;
 use std::time::Duration;

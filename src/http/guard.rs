@@ -1,4 +1,4 @@
-//! Who may drive the router (SPEC §7): bearer keys, the Host check against DNS rebinding,
+//! Who may drive the router (README "Safety"): bearer keys, the Host check against DNS rebinding,
 //! the Origin / Sec-Fetch-Site check against cross-site requests, CORS for the origins
 //! allowed, and the trusted networks that may call the inference routes without a key.
 //!
@@ -38,7 +38,8 @@ const EXPOSED_HEADERS: &str =
 /// The middleware: every request passes here before any handler.
 pub async fn guard(state: State<Arc<Service>>, req: Request, next: Next) -> Response {
     // Ollama's clients read `{"error": "..."}`: every refusal on its routes, the guard's own
-    // included, is shaped so (SPEC §11). One layer for both: a request pays for one.
+    // included, is shaped so (docs/api.md "The Ollama endpoints"). One layer for both: a request
+    // pays for one.
     let ollama = req.uri().path().starts_with("/api/");
     let resp = check(state, req, next).await;
     if ollama {

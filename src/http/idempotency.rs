@@ -1,5 +1,5 @@
 //! `Idempotency-Key` on non-streamed `POST /v1/chat/completions`, `/v1/completions` and
-//! `/v1/embeddings` (SPEC §10): one generation per key, whoever asks and however often.
+//! `/v1/embeddings` (docs/api.md "Tasks"): one generation per key, whoever asks and however often.
 //!
 //! - **Single flight.** The first request with a key starts a *flight*: its work runs in a
 //!   task of its own, so it reaches its end even if its client goes away. A duplicate sent

@@ -100,7 +100,7 @@ pub(super) fn wait_header(headers: &HeaderMap) -> Result<Option<Duration>, AppEr
         .map_err(|e| AppError::new(Code::InvalidHeader, format!("x-labrouter-wait: {e}")))
 }
 
-/// Embeddings must name their model (SPEC §4): a vector store must never get vectors from
+/// Embeddings must name their model (docs/api.md): a vector store must never get vectors from
 /// a model it did not ask for, and keyword routing could pick a different one each time.
 pub(super) fn needs_model(fleet: &crate::fleet::Fleet) -> AppError {
     let names: Vec<&str> = fleet
@@ -130,7 +130,7 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     }
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let wait = wait_header(&parts.headers)?;
-    // A vector store must never get vectors from a model it did not ask for (SPEC §4).
+    // A vector store must never get vectors from a model it did not ask for (docs/api.md).
     // Routing reads a missing, empty or `auto` model alike: as "route by content".
     if endpoint == Endpoint::Embeddings
         && matches!(parsed.model.as_deref(), None | Some("auto") | Some(""))

@@ -1,6 +1,6 @@
-//! Ollama's API in front (SPEC §11): the work endpoints go through the same route decision
-//! and chain walk as the OpenAI ones; the model list, the loaded models and a model's card
-//! are answered from the registry and the machines that are up.
+//! Ollama's API in front (docs/api.md "The Ollama endpoints"): the work endpoints go through the
+//! same route decision and chain walk as the OpenAI ones; the model list, the loaded models and a
+//! model's card are answered from the registry and the machines that are up.
 //!
 //! - `list.rs`: `/api/tags` (every name, its capabilities and digest) and `/api/ps`.
 //! - `show.rs`: `/api/show`, along the chain the name routes to.

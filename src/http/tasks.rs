@@ -1,4 +1,4 @@
-//! `/v1/tasks` (SPEC §10): submit, show (with `?wait=`), list, cancel.
+//! `/v1/tasks` (docs/api.md "Tasks"): submit, show (with `?wait=`), list, cancel.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ use crate::tasks::scheduler::{SubmitError, Submitted};
 use crate::tasks::submit::{self, Invalid};
 use crate::tasks::{Scheduler, Task, TaskId};
 
-/// The header on an idempotent replay (SPEC §10).
+/// The header on an idempotent replay (docs/api.md "Tasks").
 pub static REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// The longest `?wait=` a show may hold the answer for.

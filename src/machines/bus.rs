@@ -14,11 +14,11 @@ pub struct Bus {
     /// Woken on every change that may let a waiting request in (`x-labrouter-wait`).
     pub(super) changed: Notify,
     pub(super) transitions: broadcast::Sender<Transitioned>,
-    /// The store's writer, when the lab remembers (SPEC §3.6).
+    /// The store's writer, when the lab remembers (README "What it remembers").
     pub(super) ledger: Option<std::sync::mpsc::Sender<Msg>>,
     /// The registry version recorded with each transition; replaced on reload.
     pub(super) registry_version: Mutex<String>,
-    /// The link to the other routers (SPEC §12), once `cluster:` started it.
+    /// The link to the other routers (README "Several routers"), once `cluster:` started it.
     cluster: OnceLock<Arc<crate::cluster::Link>>,
 }
 

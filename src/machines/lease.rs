@@ -1,6 +1,6 @@
 //! An admitted call: a concurrency slot and the breaker's ticket, reporting exactly one
 //! outcome (a lease dropped without one reports `Cancel`). A probe's outcome may come early,
-//! from [`Lease::vouch`], as soon as the machine shows it works (SPEC §3.4).
+//! from [`Lease::vouch`], as soon as the machine shows it works (README "What trips a breaker").
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,8 +20,8 @@ pub struct Lease {
     /// The probe's verdict already came ([`Lease::vouch`]). Atomic, not a `Cell`: the
     /// attempt holds `&Lease` across awaits in a future that must be `Send`.
     vouched: AtomicBool,
-    /// The pool's probe lease in Redis (SPEC §12), released when this lease ends: after
-    /// its outcome, so the verdict is published before another router may probe.
+    /// The pool's probe lease in Redis (README "Several routers"), released when this lease ends:
+    /// after its outcome, so the verdict is published before another router may probe.
     pool: Option<crate::cluster::Hold>,
 }
 
@@ -71,8 +71,8 @@ impl Lease {
         self.pool = Some(hold);
     }
 
-    /// The probe is another router's for `left` (SPEC §12): this lease ends without a
-    /// verdict and the breaker answers `probe_in_flight` meanwhile.
+    /// The probe is another router's for `left` (README "Several routers"): this lease ends without
+    /// a verdict and the breaker answers `probe_in_flight` meanwhile.
     pub(super) fn peer_probe(mut self, left: std::time::Duration) -> super::Rejected {
         self.done = true;
         let until = crate::clock::after(tokio::time::Instant::now(), left);
@@ -99,8 +99,8 @@ impl Lease {
     }
 
     /// The machine showed it works (2xx headers, a stream's first chunk, a passed liveness
-    /// check): a probe's verdict comes now, not when a long generation ends (SPEC §3.4).
-    /// Once per lease; a call that is no probe has no verdict to give early. The slot is
+    /// check): a probe's verdict comes now, not when a long generation ends (README "What trips a
+    /// breaker"). Once per lease; a call that is no probe has no verdict to give early. The slot is
     /// still held until the lease ends.
     pub fn vouch(&self) {
         if !self.ticket.probe || self.vouched.swap(true, Ordering::AcqRel) {
@@ -182,7 +182,8 @@ impl Lease {
     }
 
     /// Says so when a probe ended without a verdict and the breaker, still half-open, will
-    /// admit the next request as its probe (SPEC §3.4): once per probe, never per request.
+    /// admit the next request as its probe (README "What trips a breaker"): once per probe, never
+    /// per request.
     fn probe_released(&self, why: &'static str) {
         if !self.ticket.probe || self.is_vouched() {
             return;

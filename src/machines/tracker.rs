@@ -35,7 +35,7 @@ pub struct Tracker {
 pub(super) struct Locked {
     pub(super) breaker: Breaker,
     pub(super) policy: Policy,
-    /// The key its verdict is shared under (SPEC §12), when shared.
+    /// The key its verdict is shared under (README "Several routers"), when shared.
     pub(super) share: Option<Arc<str>>,
 }
 
@@ -141,7 +141,7 @@ pub(super) fn announce(
         local_rejections: tracker.local_rejections.load(Ordering::Relaxed),
         decided_by,
     };
-    // Shared machines tell the other routers (SPEC §12); never waits on Redis.
+    // Shared machines tell the other routers (README "Several routers"); never waits on Redis.
     if let (Some(link), Some(share)) = (bus.cluster(), share) {
         link.transition(&record, share);
     }

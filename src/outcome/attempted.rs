@@ -1,5 +1,5 @@
 //! One target's part in a request, built once per attempt, and what the client is told
-//! when no target served (SPEC §4).
+//! when no target served (docs/api.md).
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use super::{words, AttemptOutcome, FailureKind, Phase, Reason, Skip};
 use crate::outcome::ModelId;
 
 /// Whose fault an attempt's end was, and so what the client sees if nothing else serves
-/// (SPEC §3.2's last column), after pingora's error source.
+/// (docs/api.md "Breaker classification"'s last column), after pingora's error source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Held back by a breaker or the bulkhead: nothing was sent.
@@ -36,7 +36,8 @@ impl Fault {
     }
 }
 
-/// What the machine's breaker records of an attempt (SPEC §3.2's breaker column).
+/// What the machine's breaker records of an attempt (docs/api.md "Breaker classification"'s breaker
+/// column).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Effect {
     /// Nothing: not sent, or no verdict on the machine (400, 404, the request's deadline).
@@ -187,7 +188,7 @@ impl Attempted {
     }
 }
 
-/// Why a request got no answer when no target served, by SPEC §4.
+/// Why a request got no answer when no target served, by docs/api.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unserved {
     /// 504: a deadline ran out.

@@ -1,4 +1,5 @@
-//! A task's status (SPEC §10), as the API, the store, `/status`, metrics and the CLI name it.
+//! A task's status (docs/api.md "Tasks"), as the API, the store, `/status`, metrics and the CLI
+//! name it.
 
 use std::fmt;
 use std::str::FromStr;

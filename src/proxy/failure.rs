@@ -1,4 +1,4 @@
-//! The answer when no target in the chain served (SPEC §4): OpenAI's error envelope
+//! The answer when no target in the chain served (docs/api.md): OpenAI's error envelope
 //! ([`Envelope`]) plus why, per target, in order; `Retry-After` when a breaker knows when it
 //! will admit again. Everything here renders what the walk recorded; nothing reads a
 //! breaker again.

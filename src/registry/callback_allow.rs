@@ -1,4 +1,4 @@
-//! `tasks.callback_allow` (SPEC §10): where a task's callback may go, compared as parsed
+//! `tasks.callback_allow` (docs/api.md "Tasks"): where a task's callback may go, compared as parsed
 //! scheme, host and port. Never as a string prefix, which `http://127.0.0.1:80@evil.example`
 //! or `http://localhost.evil.example` would pass.
 //!
@@ -9,7 +9,7 @@
 use std::fmt;
 use std::net::Ipv6Addr;
 
-/// One `callback_allow` entry, compared as parsed scheme, host and port (SPEC §10).
+/// One `callback_allow` entry, compared as parsed scheme, host and port (docs/api.md "Tasks").
 #[derive(Clone, Debug, PartialEq)]
 pub struct AllowRule {
     /// `http` or `https`.

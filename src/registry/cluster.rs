@@ -1,5 +1,6 @@
-//! `cluster:` and each machine's `shared:` (SPEC §12): which Redis names the routers that
-//! share verdicts, and which machines' verdicts are shared, keyed by their normalised URL.
+//! `cluster:` and each machine's `shared:` (README "Several routers"): which Redis names the
+//! routers that share verdicts, and which machines' verdicts are shared, keyed by their normalised
+//! URL.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -13,7 +14,8 @@ use super::Cluster;
 
 /// Longest a Redis operation may be given: slower than this, Redis is down.
 const TIMEOUT_MAX: Duration = Duration::from_secs(5);
-/// The probe lease's life (SPEC §12: `PX 15000`), and the longest this registry may set.
+/// The probe lease's life (README "Several routers": `PX 15000`), and the longest this registry may
+/// set.
 pub const PROBE_LEASE: Duration = Duration::from_secs(15);
 const PROBE_LEASE_MAX: Duration = Duration::from_secs(300);
 

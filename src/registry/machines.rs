@@ -25,7 +25,7 @@ const BASE_TIMEOUTS: Timeouts = Timeouts {
 /// A machine's `max_concurrency` when registry.yaml sets none.
 const BASE_CONCURRENCY: u32 = 8;
 
-/// A machine's `task_slots` when registry.yaml sets none (SPEC §10).
+/// A machine's `task_slots` when registry.yaml sets none (docs/api.md "Tasks").
 const BASE_TASK_SLOTS: u32 = 1;
 
 /// The machines, in the file's order; `defaults:` is checked first.

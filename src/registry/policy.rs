@@ -1,5 +1,6 @@
-//! A machine's breaker policy (SPEC §3.4): the checks of its values, one implementation for
-//! registry.yaml's `breaker:` blocks and for the `breaker` of a `labrouter replay` trace.
+//! A machine's breaker policy (README "What trips a breaker"): the checks of its values, one
+//! implementation for registry.yaml's `breaker:` blocks and for the `breaker` of a `labrouter
+//! replay` trace.
 //!
 //! Each check takes a value as the file wrote it and returns the message without the
 //! field's name or place: registry.yaml adds `breaker.<field>` and the line and column, a

@@ -94,7 +94,7 @@ pub struct RawMachine {
     pub breaker: RawBreaker,
     pub max_concurrency: Option<S<u32>>,
     pub task_slots: Option<S<u32>>,
-    /// SPEC §12: `auto`, `true` or `false`; a string so a typo gets our message.
+    /// README "Several routers": `auto`, `true` or `false`; a string so a typo gets our message.
     pub shared: Option<S<SharedRaw>>,
 }
 
@@ -106,7 +106,7 @@ pub enum SharedRaw {
     Word(String),
 }
 
-/// `cluster:` (SPEC §12).
+/// `cluster:` (README "Several routers").
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawCluster {
@@ -165,8 +165,8 @@ pub struct RawTelegram {
     pub page_after_cycles: u32,
 }
 
-/// `tasks:` (SPEC §10). Counts are read as `u64` so a value out of range gets our message
-/// (with the range) rather than the YAML library's.
+/// `tasks:` (docs/api.md "Tasks"). Counts are read as `u64` so a value out of range gets our
+/// message (with the range) rather than the YAML library's.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTasks {

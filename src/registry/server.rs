@@ -1,5 +1,5 @@
 //! The `server:` block of registry.yaml: where and how the router listens, and every bound
-//! SPEC §7 puts on what reaches it.
+//! README "Safety" puts on what reaches it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -43,7 +43,7 @@ pub struct Server {
     /// How long SIGTERM lets requests in flight finish.
     pub shutdown_grace: Duration,
     /// Host names (no port, lower case) accepted besides the loopback ones when no keys are
-    /// set (DNS rebinding, SPEC §7).
+    /// set (DNS rebinding, README "Safety").
     pub allowed_hosts: Vec<String>,
     /// Origin patterns (`*` matches any run of characters) a browser page may call from
     /// without a key; Ollama's defaults first, then the registry's own.
@@ -78,7 +78,7 @@ pub struct Server {
     pub max_uploads_in_flight: usize,
 }
 
-/// Ollama's default origins (its `envconfig.AllowedOrigins`), with `[::1]` as SPEC §7 adds.
+/// Ollama's default origins (its `envconfig.AllowedOrigins`), with `[::1]` as README "Safety" adds.
 pub const DEFAULT_ORIGINS: &[&str] = &[
     "http://localhost",
     "https://localhost",

@@ -1,5 +1,5 @@
-//! `tasks:` (SPEC §10): how many tasks run and wait, how long they may take and are kept,
-//! how many failed walks one may use, how large its request may be, and where its callback
+//! `tasks:` (docs/api.md "Tasks"): how many tasks run and wait, how long they may take and are
+//! kept, how many failed walks one may use, how large its request may be, and where its callback
 //! may go. Every field has a default, so a registry without the block gets them all.
 
 use std::time::Duration;
@@ -14,7 +14,8 @@ use super::server::{size, Server};
 use super::url::without_userinfo;
 use super::Machine;
 
-/// `tasks:` (SPEC §10); every field has a default, so a registry without the block gets them.
+/// `tasks:` (docs/api.md "Tasks"); every field has a default, so a registry without the block gets
+/// them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tasks {
     /// Tasks in flight at once, all machines together (default 4; 1..=10,000).
@@ -68,7 +69,7 @@ const REQUEST_BODY_DEFAULT: usize = 1 << 20;
 const CALLBACK_ALLOW_DEFAULT: &[&str] = &["http://127.0.0.1:", "http://localhost:"];
 
 /// Why `max_attempts` may not go below a machine's `failure_threshold`.
-const WHY_ATTEMPTS: &str = "keep max_attempts ≥ failure_threshold so a lone task that meets a fresh outage waits rather than fails (SPEC §10)";
+const WHY_ATTEMPTS: &str = "keep max_attempts ≥ failure_threshold so a lone task that meets a fresh outage waits rather than fails (docs/api.md, Tasks)";
 
 /// `tasks:` after `server:` and the machines, whose `max_body` and breaker thresholds bound it.
 pub(super) fn validate_tasks(
@@ -178,7 +179,7 @@ fn count(v: &Option<Spanned<u64>>, fallback: u32, what: &str, max: u32) -> Resul
         })
 }
 
-/// `max_attempts`: at least every machine's `failure_threshold` (SPEC §10), at most
+/// `max_attempts`: at least every machine's `failure_threshold` (docs/api.md "Tasks"), at most
 /// [`MAX_ATTEMPTS_LIMIT`]; by default the larger of [`MAX_ATTEMPTS_FLOOR`] and the largest
 /// threshold.
 fn max_attempts(

@@ -1,4 +1,4 @@
-//! Unit tests of registry.yaml parsing and validation (SPEC §1).
+//! Unit tests of registry.yaml parsing and validation (docs/registry.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -147,7 +147,7 @@ fn shipped_registry_parses() {
     );
     assert_eq!(reg.machines[coder_cpu.machine].name, "ubuntu-box");
 
-    // SPEC §10: the `tasks:` block is commented out, so every default holds.
+    // docs/api.md "Tasks": the `tasks:` block is commented out, so every default holds.
     assert!(reg.machines.iter().all(|m| m.task_slots == 1));
     let t = &reg.tasks;
     assert_eq!(
@@ -280,7 +280,7 @@ fn telegram_section_parses() {
     assert_eq!(t.page_after_cycles, 3);
 }
 
-// === rejections (SPEC §1): each names file:line:col and what was expected ===
+// === rejections (docs/registry.md): each names file:line:col and what was expected ===
 
 #[test]
 fn rejects_an_unknown_key() {
@@ -710,7 +710,7 @@ fn parse_size_rejects_other_forms() {
     }
 }
 
-// === SPEC §7: bounded values, settings for browsers and connections ===
+// === README "Safety": bounded values, settings for browsers and connections ===
 
 #[test]
 fn huge_durations_are_rejected_with_their_place() {

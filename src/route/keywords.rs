@@ -1,4 +1,5 @@
-//! Whole-word keyword search (SPEC §2) in one pass over the text, without an automaton.
+//! Whole-word keyword search (docs/api.md "Routing a request") in one pass over the text, without
+//! an automaton.
 //!
 //! A keyword hits where it occurs ASCII-case-insensitively and no word character (a letter,
 //! a digit or `_`) touches either end. So a keyword that begins with a word character can

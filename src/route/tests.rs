@@ -1,4 +1,5 @@
-//! Unit tests of routing (SPEC §2): names, headers and keywords to a route or a model.
+//! Unit tests of routing (docs/api.md "Routing a request"): names, headers and keywords to a route
+//! or a model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
@@ -6,7 +7,7 @@ use std::fmt::Write as _;
 use super::*;
 use crate::outcome::{Kind, ModelId, RouteId};
 
-/// The lab of SPEC §1, inline so the tests do not depend on the shipped file.
+/// The lab of docs/registry.md, inline so the tests do not depend on the shipped file.
 const LAB: &str = r#"
 machines:
   gpu-box: { url: "http://gpu-box.local:11434/v1" }
@@ -512,9 +513,9 @@ fn a_thousand_routes_and_a_ten_kilobyte_prompt() {
 
 // === equivalence with the rule as written ===
 
-/// SPEC §2 as written, the slow way: a keyword hits where it occurs (ASCII letters in either
-/// case; the whole text lower-cased first when some keyword is not ASCII) with no letter,
-/// digit or `_` touching either end; the most distinct keywords win, ties to the earlier
+/// docs/api.md "Routing a request" as written, the slow way: a keyword hits where it occurs (ASCII
+/// letters in either case; the whole text lower-cased first when some keyword is not ASCII) with no
+/// letter, digit or `_` touching either end; the most distinct keywords win, ties to the earlier
 /// route; no hit, the default route. `Why::Keywords` lists the winner's hits in the order the
 /// registry first names them.
 fn reference(reg: &Registry, text: &str) -> Routed {

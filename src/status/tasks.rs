@@ -1,4 +1,4 @@
-//! The `tasks` block of `/status` (SPEC §10, "Seen everywhere"): the queue's live counts
+//! The `tasks` block of `/status` (docs/api.md "Tasks", "Seen everywhere"): the queue's live counts
 //! from the scheduler, the last 24 h and the latest failures from the store.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Answers kept for `Idempotency-Key` on completions and embeddings (SPEC §10), in the
+//! Answers kept for `Idempotency-Key` on completions and embeddings (docs/api.md "Tasks"), in the
 //! `idempotent_answers` table: written by the writer thread ([`super::Msg::Answer`]), read on
 //! their own read-only connection, pruned with the ledger once a day.
 //!
@@ -14,7 +14,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::schema::open_read_only;
 use super::{sqlite, StoreError};
 
-/// How long an answer is replayed (SPEC §10): older rows are ignored, then pruned.
+/// How long an answer is replayed (docs/api.md "Tasks"): older rows are ignored, then pruned.
 pub const ANSWERS_KEEP: Duration = Duration::from_secs(24 * 3600);
 
 /// One machine's answer as replayed for an `Idempotency-Key`.

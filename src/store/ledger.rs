@@ -1,7 +1,6 @@
-//! The transition ledger (SPEC §3.7): one row per breaker transition and per registry
-//! reload, written by the writer thread; read newest first by `/status/events`, and by the
-//! digest as one day of rows, 30 days of trip counts, and each machine's state at a window's
-//! start.
+//! The transition ledger (README "What it remembers"): one row per breaker transition and per
+//! registry reload, written by the writer thread; read newest first by `/status/events`, and by the
+//! digest as one day of rows, 30 days of trip counts, and each machine's state at a window's start.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -14,7 +13,8 @@ use crate::breaker::{Phase, Transitioned};
 
 /// The machine name of registry rows in the ledger.
 pub const REGISTRY_ROW: &str = "(registry)";
-/// The machine name of the rows that record the link to the other routers (SPEC §12).
+/// The machine name of the rows that record the link to the other routers (README "Several
+/// routers").
 pub const CLUSTER_ROW: &str = "(cluster)";
 
 /// One ledger row as `/status/events` shows it.

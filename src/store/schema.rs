@@ -50,7 +50,7 @@ const MIGRATIONS: &[&str] = &[
         rerouted INTEGER NOT NULL
     );
     CREATE INDEX counters_at ON counters (at_ms);",
-    // 3: tasks (SPEC §10). The request body stays here until the task runs; `attempts`,
+    // 3: tasks (docs/api.md "Tasks"). The request body stays here until the task runs; `attempts`,
     // `result`, `error`, `after` and `metadata` are JSON text. `owner` is a hash of the API
     // key that submitted it ('' without keys); `idem_key` a hash of its Idempotency-Key.
     "CREATE TABLE tasks (
@@ -88,8 +88,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_status ON tasks (status, seq);
     CREATE INDEX tasks_finished ON tasks (finished_ms);
     CREATE INDEX tasks_owner_seq ON tasks (owner, seq);",
-    // 4: answers kept for Idempotency-Key on completions and embeddings (SPEC §10): a hash
-    // of the key scoped by `owner`, the body's fingerprint, and the machine's answer.
+    // 4: answers kept for Idempotency-Key on completions and embeddings (docs/api.md "Tasks"): a
+    // hash of the key scoped by `owner`, the body's fingerprint, and the machine's answer.
     "CREATE TABLE idempotent_answers (
         owner TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -177,7 +177,7 @@ pub enum Durability {
 
 /// The writer's connection (and start-up's): WAL, so readers run beside it. With
 /// [`Durability::Full`] (the default) a commit is on disk when it returns: a task is
-/// acknowledged only after its commit (SPEC §10), and group commit keeps the cost per
+/// acknowledged only after its commit (docs/api.md "Tasks"), and group commit keeps the cost per
 /// submit small.
 pub(super) fn open_conn_with(
     path: &Path,

@@ -1,6 +1,6 @@
-//! Tasks in SQLite (SPEC §10): inserted by the writer in the batch that acknowledges them,
-//! updated whole on every change, read back for the API, at start and by the scheduler.
-//! The callback columns after the insert belong to the deliveries alone ([`CallbackWrite`]).
+//! Tasks in SQLite (docs/api.md "Tasks"): inserted by the writer in the batch that acknowledges
+//! them, updated whole on every change, read back for the API, at start and by the scheduler. The
+//! callback columns after the insert belong to the deliveries alone ([`CallbackWrite`]).
 
 use std::collections::BTreeMap;
 
@@ -56,7 +56,7 @@ pub struct FinishedBound {
     pub bytes: u64,
 }
 
-/// A callback's delivery after an attempt (SPEC §10, "Callbacks"): only the callback
+/// A callback's delivery after an attempt (docs/api.md "Tasks", "Callbacks"): only the callback
 /// columns change, so a delivery never rewrites (or races) the task itself.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallbackWrite {

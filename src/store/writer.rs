@@ -24,8 +24,8 @@ pub enum Msg {
         to: String,
         reason: String,
     },
-    /// The link to the other routers went down or came back (SPEC §12): a ledger row for
-    /// machine `(cluster)`.
+    /// The link to the other routers went down or came back (README "Several routers"): a ledger
+    /// row for machine `(cluster)`.
     Cluster {
         at: SystemTime,
         from: String,
@@ -60,7 +60,7 @@ pub enum Msg {
     TaskPrune {
         before_ms: i64,
     },
-    /// Keep a machine's answer for its `Idempotency-Key` (SPEC §10).
+    /// Keep a machine's answer for its `Idempotency-Key` (docs/api.md "Tasks").
     Answer(Box<KeptAnswer>),
     /// Delete idempotent answers kept before this (unix ms).
     PruneAnswers {

@@ -1,8 +1,8 @@
-//! Task callbacks delivered (SPEC §10, "Callbacks"): when a task with a callback finishes,
-//! in whatever status, its whole object is POSTed to the URL the Standard Webhooks way until
-//! a receiver answers 2xx, with backoff for up to 24 h. Every attempt is recorded on the
-//! task (`callback.state`, `attempts`, `last_error`, and when the next one is due), so a
-//! delivery survives a restart.
+//! Task callbacks delivered (docs/api.md "Tasks", "Callbacks"): when a task with a callback
+//! finishes, in whatever status, its whole object is POSTed to the URL the Standard Webhooks way
+//! until a receiver answers 2xx, with backoff for up to 24 h. Every attempt is recorded on the task
+//! (`callback.state`, `attempts`, `last_error`, and when the next one is due), so a delivery
+//! survives a restart.
 //!
 //! The scheduler hands finished task ids over a channel and never waits on a receiver. Each
 //! delivery is its own tokio task (a delivery waiting for its next attempt costs a timer).

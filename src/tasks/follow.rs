@@ -1,6 +1,6 @@
-//! What a parent gives its follow-ups (SPEC §10): its output text, put where a follow-up's
-//! request says `{{after.N}}` — in one pass, only inside message content and `prompt`, as
-//! an edit of JSON string values (never by splicing text into JSON).
+//! What a parent gives its follow-ups (docs/api.md "Tasks"): its output text, put where a
+//! follow-up's request says `{{after.N}}` — in one pass, only inside message content and `prompt`,
+//! as an edit of JSON string values (never by splicing text into JSON).
 
 use bytes::Bytes;
 use serde_json::Value;

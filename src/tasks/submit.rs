@@ -1,5 +1,5 @@
-//! A submit body read and checked (SPEC §10): everything wrong is said, with where, before
-//! anything is stored.
+//! A submit body read and checked (docs/api.md "Tasks"): everything wrong is said, with where,
+//! before anything is stored.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

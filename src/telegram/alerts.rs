@@ -1,4 +1,4 @@
-//! Alert decisions (SPEC §5) as a pure state machine over breaker transitions, and their
+//! Alert decisions (README "Telegram") as a pure state machine over breaker transitions, and their
 //! wording. No clock, no network: [`Alerts::on`] takes one transition and says what, if
 //! anything, to send.
 //!

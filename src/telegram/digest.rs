@@ -1,4 +1,4 @@
-//! The daily digest (SPEC §5) as a pure function of its inputs: ledger rows, counter
+//! The daily digest (README "Telegram") as a pure function of its inputs: ledger rows, counter
 //! samples, `now`, the time zone, the machines' current states and the host's health.
 //! No clock, no store, no network: the caller gathers, [`render`] words.
 //!
@@ -9,7 +9,7 @@
 //! *rerouted* counts requests this machine skipped or failed that another target then
 //! served (a counter the chain walk keeps; its delta over the 24 h, like rejections).
 //!
-//! Tasks (SPEC §10), when the store has any: how many *finished* in the last 24 h by
+//! Tasks (docs/api.md "Tasks"), when the store has any: how many *finished* in the last 24 h by
 //! status; how many *waited out an outage* — succeeded after being held back by breakers,
 //! walked and found nothing to serve them, or queued behind such a task (see
 //! [`outage_wait`]) — and the longest such wait; and which failed or expired.

@@ -1,4 +1,4 @@
-//! The queue between the router and Telegram (SPEC §5): Telegram being slow, down or
+//! The queue between the router and Telegram (README "Telegram"): Telegram being slow, down or
 //! rate-limiting must never slow routing.
 //!
 //! Producers (the alert and digest tasks) [`Outbox::push`] without waiting: the queue is
@@ -29,7 +29,7 @@ pub struct Retries {
     /// The first retry's delay; doubled per failure up to `max_delay`.
     pub base_delay: Duration,
     pub max_delay: Duration,
-    /// A message this old is dropped instead of sent (SPEC §5: "after a day").
+    /// A message this old is dropped instead of sent (README "Telegram": "after a day").
     pub max_age: Duration,
 }
 

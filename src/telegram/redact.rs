@@ -1,4 +1,5 @@
-//! Keeping the bot token out of every log line, error and status output (SPEC §5, §7).
+//! Keeping the bot token out of every log line, error and status output (README "Telegram", README
+//! "Safety").
 //!
 //! reqwest and teloxide errors carry the request URL, and Telegram puts the token in the
 //! path (`/bot<TOKEN>/SendMessage`). So every string that leaves this module's callers —

@@ -1,5 +1,5 @@
-//! When the digest goes out (SPEC §5), as pure functions of the wall clock, so tests drive
-//! the clock instead of waiting for 08:00.
+//! When the digest goes out (README "Telegram"), as pure functions of the wall clock, so tests
+//! drive the clock instead of waiting for 08:00.
 //!
 //! Slots are local times in the registry's time zone (jiff, with the tz database bundled,
 //! so a host without tzdata still knows Europe/Berlin). A slot that falls in a DST gap
@@ -12,7 +12,7 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ZonedDateTime};
 
-/// The router missed a slot if the last digest is older than this (SPEC §5: "over 24 h").
+/// The router missed a slot if the last digest is older than this (README "Telegram": "over 24 h").
 pub const CATCH_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// A slot is skipped when a digest (a catch-up at start) went out this shortly before it:

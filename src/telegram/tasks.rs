@@ -54,8 +54,8 @@ pub(super) async fn alert_loop(
     }
 }
 
-/// One alert when this router loses Redis (SPEC §12), one when it is back: never one per
-/// failed reconnect. Without `cluster:` there is nothing to watch.
+/// One alert when this router loses Redis (README "Several routers"), one when it is back: never
+/// one per failed reconnect. Without `cluster:` there is nothing to watch.
 pub(super) async fn cluster_loop(svc: Arc<Service>, outbox: Outbox) {
     use crate::cluster::State;
     let Some(link) = svc.bus().cluster().cloned() else {

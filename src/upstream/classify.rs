@@ -1,5 +1,5 @@
-//! SPEC §3.2 in code, its one home: transport errors, status codes, Retry-After, deadlines
-//! and answers read into decisions (whose fault, what the breaker records).
+//! docs/api.md "Breaker classification" in code, its one home: transport errors, status codes,
+//! Retry-After, deadlines and answers read into decisions (whose fault, what the breaker records).
 
 use std::time::Duration;
 
@@ -13,8 +13,8 @@ use crate::breaker::{Failure, FailureKind};
 use crate::outcome::{words, Attempted, Effect, Fault, ModelId, Reason};
 use crate::outcome::{Call, Endpoint, Wire};
 
-/// A non-2xx answer (SPEC §3.2). `Fault::Client` means the machine refused the request
-/// itself: its answer goes back to the client as is and the chain stops.
+/// A non-2xx answer (docs/api.md "Breaker classification"). `Fault::Client` means the machine
+/// refused the request itself: its answer goes back to the client as is and the chain stops.
 pub fn refusal(
     target: ModelId,
     code: u16,

@@ -1,9 +1,9 @@
 //! Relaying a stream after its first chunk: chunk by chunk as it arrives, never buffered.
 //!
-//! Once bytes reached the client there is nothing left to fail over (SPEC §3.2): a cut or a
-//! hang mid-stream is recorded as a failure and the client gets an SSE error event instead
-//! of a clean `[DONE]`. A client that goes away drops the relay, and with it the lease,
-//! which counts as neither success nor failure.
+//! Once bytes reached the client there is nothing left to fail over (docs/api.md "Breaker
+//! classification"): a cut or a hang mid-stream is recorded as a failure and the client gets an SSE
+//! error event instead of a clean `[DONE]`. A client that goes away drops the relay, and with it
+//! the lease, which counts as neither success nor failure.
 
 use std::sync::Arc;
 

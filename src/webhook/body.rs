@@ -1,8 +1,8 @@
-//! The callback body: the task object, cut to fit [`MAX_BODY`] (SPEC §10).
+//! The callback body: the task object, cut to fit [`MAX_BODY`] (docs/api.md "Tasks").
 
 use serde_json::{Map, Value};
 
-/// The most a callback body may hold (SPEC §10: 256 KiB).
+/// The most a callback body may hold (docs/api.md "Tasks": 256 KiB).
 pub const MAX_BODY: usize = 256 * 1024;
 
 /// What a body keeps when everything else had to go: enough to fetch the task and to know

@@ -1,5 +1,5 @@
-//! When a failed callback is tried again, and when it is given up (SPEC §10: the first retry
-//! within 5 s, doubling, for up to 24 h). Pure: the caller says how long it has been.
+//! When a failed callback is tried again, and when it is given up (docs/api.md "Tasks": the first
+//! retry within 5 s, doubling, for up to 24 h). Pure: the caller says how long it has been.
 
 use std::time::Duration;
 

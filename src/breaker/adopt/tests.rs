@@ -1,4 +1,5 @@
-//! A peer's verdict taken over by the pure breaker (SPEC §12), and the peer-held probe.
+//! A peer's verdict taken over by the pure breaker (README "Several routers"), and the peer-held
+//! probe.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! Unit tests of each machine's `api` (SPEC §11): `openai` by default, or `ollama`.
+//! Unit tests of each machine's `api` (docs/api.md "The Ollama endpoints"): `openai` by default, or
+//! `ollama`.
 
 use super::{assert_rejected_at, base_with, parse};
 use crate::outcome::MachineId;

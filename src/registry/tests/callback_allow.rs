@@ -1,5 +1,5 @@
-//! Unit tests of `tasks.callback_allow` (SPEC §10): the entries registry.yaml accepts, the
-//! errors for the rest, and which URLs [`AllowRule::allows`].
+//! Unit tests of `tasks.callback_allow` (docs/api.md "Tasks"): the entries registry.yaml accepts,
+//! the errors for the rest, and which URLs [`AllowRule::allows`].
 
 use super::tasks::{rejected, with_tasks};
 use super::{assert_rejected_at, rejection};

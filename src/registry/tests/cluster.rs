@@ -1,4 +1,4 @@
-//! Unit tests of `cluster:` and each machine's `shared:` (SPEC §12).
+//! Unit tests of `cluster:` and each machine's `shared:` (README "Several routers").
 
 use std::time::Duration;
 

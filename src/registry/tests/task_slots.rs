@@ -1,5 +1,5 @@
-//! Unit tests of each machine's `task_slots` (SPEC §10): from defaults, then the machine;
-//! 1 to the machine's `max_concurrency`.
+//! Unit tests of each machine's `task_slots` (docs/api.md "Tasks"): from defaults, then the
+//! machine; 1 to the machine's `max_concurrency`.
 
 use super::tasks::lines;
 use super::{assert_rejected_at, base_with, parse, BASE};

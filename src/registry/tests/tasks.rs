@@ -1,5 +1,5 @@
-//! Unit tests of the `tasks:` block (SPEC §10): its defaults, its values, and an error with
-//! line:col for each rule.
+//! Unit tests of the `tasks:` block (docs/api.md "Tasks"): its defaults, its values, and an error
+//! with line:col for each rule.
 
 use std::time::Duration;
 
@@ -346,7 +346,7 @@ fn max_attempts_below_a_failure_threshold_is_rejected_naming_the_machine() {
             "tasks.max_attempts: 3 is below breaker.failure_threshold 5 of machine 'local'",
             "from 5 to 100",
             "keep max_attempts ≥ failure_threshold so a lone task that meets a fresh outage waits rather than fails",
-            "SPEC §10",
+            "(docs/api.md, Tasks)",
         ],
     );
     // Inherited from defaults: the first machine is named.
@@ -376,7 +376,7 @@ fn a_failure_threshold_above_any_max_attempts_is_rejected_at_the_threshold() {
     );
     let mut v = lines(&["defaults:", "  breaker:", "    failure_threshold: 500"]);
     v.extend(lines(BASE));
-    assert_rejected_at(&v, 3, "500", &["machine 'gpu-box'", "SPEC §10"]);
+    assert_rejected_at(&v, 3, "500", &["machine 'gpu-box'", "(docs/api.md, Tasks)"]);
     // max_attempts written or not, the threshold is the value to fix.
     let mut v = with_tasks(&["  max_attempts: 100"]);
     v.splice(

@@ -1,4 +1,4 @@
-//! The digest's tasks paragraph (SPEC §10): what finished, what waited out an outage and
+//! The digest's tasks paragraph (docs/api.md "Tasks"): what finished, what waited out an outage and
 //! for how long, what failed or expired.
 
 use std::time::Duration;
