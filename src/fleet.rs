@@ -15,6 +15,9 @@ pub struct Fleet {
     pub registry: Registry,
     pub matcher: Matcher,
     pub machines: Machines,
+    /// What this router remembers of each target for a tier's pick (docs/registry.md
+    /// "routes:").
+    pub picks: crate::pick::Picks,
     /// Indexed like `registry.machines`; built once, so no request builds a client.
     pub upstreams: Table<MachineId, Arc<Upstream>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
@@ -120,6 +123,7 @@ impl Fleet {
             durations: std::sync::OnceLock::new(),
             matcher: Matcher::new(&registry),
             machines: Machines::with_bus(&registry, bus, old.map(|o| &o.machines)),
+            picks: crate::pick::Picks::new(&registry, old.map(|o| (&o.registry, &o.picks))),
             upstreams,
             api_keys: ApiKeys(api_keys),
             registry,

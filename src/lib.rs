@@ -58,6 +58,7 @@ pub mod machines;
 mod multipart;
 pub mod ollama;
 pub mod outcome;
+pub mod pick;
 mod proxy;
 pub mod registry;
 pub mod replay;
@@ -77,6 +78,7 @@ pub mod telegram;
 pub mod telemetry;
 mod text;
 pub mod upstream;
+pub mod warm;
 mod watch;
 pub mod webhook;
 

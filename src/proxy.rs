@@ -27,6 +27,8 @@ pub use walk::{Gate, Open, Walk, Walked};
 pub static ROUTE: HeaderName = HeaderName::from_static("x-labrouter-route");
 pub static TARGET: HeaderName = HeaderName::from_static("x-labrouter-target");
 pub static SKIPPED: HeaderName = HeaderName::from_static("x-labrouter-skipped");
+/// Why a tier's pick chose the target (docs/registry.md "routes:").
+pub static PICK: HeaderName = HeaderName::from_static("x-labrouter-pick");
 
 /// A response extension on a machine's whole answer (served, or its client error passed
 /// through); never on the router's own errors nor on a relayed stream. What an
@@ -165,6 +167,21 @@ fn respond<F: Front>(
     front: &F,
     walked: Walked,
 ) -> Result<Response, Vec<Attempted>> {
+    let pick = walked.pick();
+    let mut resp = answer(walk, front, walked)?;
+    if let Some(why) = pick {
+        resp.headers_mut()
+            .insert(PICK.clone(), HeaderValue::from_static(why.as_str()));
+    }
+    Ok(resp)
+}
+
+/// [`respond`] without the pick's header.
+fn answer<F: Front>(
+    walk: &Walk<'_>,
+    front: &F,
+    walked: Walked,
+) -> Result<Response, Vec<Attempted>> {
     let (fleet, label) = (walk.fleet, walk.label);
     match walked {
         Walked::Full {
@@ -173,6 +190,7 @@ fn respond<F: Front>(
             content_type,
             body,
             attempts,
+            ..
         } => Ok(whole(
             fleet,
             label,
@@ -191,6 +209,7 @@ fn respond<F: Front>(
             rest,
             lease,
             attempts,
+            ..
         } => {
             let reg = &fleet.registry;
             let upstream = Arc::clone(&fleet.upstreams[reg.models[target].machine]);

@@ -78,6 +78,11 @@ pub struct Machine {
     /// Its verdict is shared with the other routers of `cluster:` (README "Several routers"), under
     /// [`share_key`] of its URL.
     pub shared: bool,
+    /// Requests it runs at once (docs/registry.md "routes:"): below it, the machine is free
+    /// for a tier's pick.
+    pub parallel: u32,
+    /// How long an answer for a model keeps that model warm on it.
+    pub warm_for: Duration,
 }
 
 /// `cluster:` (README "Several routers"): the routers sharing one prefix in one Redis share
@@ -132,6 +137,9 @@ pub struct Route {
     pub images: bool,
     /// Targets, in fallback order.
     pub chain: Vec<ModelId>,
+    /// The chain's tiers of equals (docs/registry.md "routes:"), each two or more models that
+    /// stand next to each other in `chain`; empty for a chain tried strictly in order.
+    pub tiers: Vec<Vec<ModelId>>,
     /// The kind of every model of its chain.
     pub kind: Kind,
 }
@@ -170,6 +178,17 @@ pub struct Registry {
     pub cluster: Option<Cluster>,
     /// A short hash of the file's bytes, recorded with breaker transitions.
     pub version: String,
+}
+
+impl Registry {
+    /// The tiers of the route labelled `label` (a route's name; a model's has none): empty for
+    /// every registry without tiers, at no cost.
+    pub fn tiers(&self, label: &str) -> &[Vec<ModelId>] {
+        self.routes
+            .iter()
+            .find(|r| !r.tiers.is_empty() && r.name == label)
+            .map_or(&[], |r| r.tiers.as_slice())
+    }
 }
 
 /// A registry that could not be loaded.

@@ -61,6 +61,8 @@ pub struct MachineView {
     pub decided_by: Option<String>,
     pub in_flight: u32,
     pub last_reason: Option<String>,
+    /// Requests it runs at once (`parallel`): below it the machine is free for a tier's pick.
+    pub parallel: u32,
     pub local_rejections: u64,
     /// When the breaker last opened, RFC 3339 UTC.
     pub opened_at: Option<String>,
@@ -72,6 +74,9 @@ pub struct MachineView {
     pub shared: bool,
     pub state: Phase,
     pub url: String,
+    /// Its models (backend names) that are warm: listed as loaded by the machine, or
+    /// answered within its `warm_for` (docs/registry.md "routes:").
+    pub warm: Vec<String>,
 }
 
 /// `/status.cluster` (README "Several routers"): whether this router talks to Redis, as whom, and
@@ -139,6 +144,9 @@ pub struct DetachedView {
 pub struct RouteView {
     pub chain: Vec<String>,
     pub name: String,
+    /// Its tiers of equal targets, each as the chain names them; none for a plain chain.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<Vec<String>>,
 }
 
 impl View {
@@ -155,6 +163,15 @@ impl View {
                 let s = fleet.machines.snapshot(i);
                 let transitioned = s.breaker.generation > 0;
                 let mut v = MachineView::of(s, m.url.clone(), now, wall);
+                v.parallel = m.parallel;
+                v.warm = reg
+                    .models
+                    .enumerate()
+                    .filter(|(id, model)| model.machine == i && fleet.picks.warm(*id, m.warm_for))
+                    .map(|(_, model)| model.backend.clone())
+                    .collect();
+                v.warm.sort();
+                v.warm.dedup();
                 if let Some(cluster) = &cluster {
                     v.shared = m.shared;
                     // Not a peer's: this router's own, once it decided anything.
@@ -171,6 +188,11 @@ impl View {
             .map(|r| RouteView {
                 chain: r.chain.iter().map(|&m| reg.target_name(m)).collect(),
                 name: r.name.clone(),
+                tiers: r
+                    .tiers
+                    .iter()
+                    .map(|t| t.iter().map(|&m| reg.target_name(m)).collect())
+                    .collect(),
             })
             .collect();
         View {
@@ -236,6 +258,8 @@ impl MachineView {
             shared: false,
             state: b.phase,
             url,
+            parallel: 1,
+            warm: Vec::new(),
         }
     }
 }

@@ -30,3 +30,5 @@ mod probe;
 mod reload;
 #[path = "e2e/streaming.rs"]
 mod streaming;
+#[path = "e2e/tiers.rs"]
+mod tiers;

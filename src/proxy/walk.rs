@@ -15,6 +15,7 @@ use crate::breaker::{FailureKind, Phase};
 use crate::fleet::Fleet;
 use crate::machines::Lease;
 use crate::outcome::{Attempted, Fault, Held, MachineId, ModelId, Skip, Wire};
+use crate::pick::Why;
 use crate::upstream::{Answer, Chunks};
 
 /// What a caller adds to each target's admission.
@@ -57,6 +58,8 @@ pub enum Walked {
     /// A machine answered whole.
     Full {
         target: ModelId,
+        /// Why the pick chose the target, when it stood in a tier.
+        pick: Option<Why>,
         status: StatusCode,
         content_type: Option<HeaderValue>,
         body: Bytes,
@@ -65,6 +68,7 @@ pub enum Walked {
     /// A machine is streaming; the lease travels with the stream, which decides it.
     Stream {
         target: ModelId,
+        pick: Option<Why>,
         wire: Wire,
         status: StatusCode,
         content_type: Option<HeaderValue>,
@@ -97,7 +101,8 @@ enum Step {
 }
 
 impl Walk<'_> {
-    /// Walks `chain` once for `front`, through `gate`.
+    /// Walks `chain` once for `front`, through `gate`: strictly in order, except that the
+    /// targets of a tier (docs/registry.md "routes:") are tried in the order the pick gives.
     pub async fn run<F: Front, G: Gate>(
         &self,
         chain: &[ModelId],
@@ -105,27 +110,92 @@ impl Walk<'_> {
         gate: &mut G,
     ) -> Walked {
         let reg = &self.fleet.registry;
-        let first_backend = chain
-            .first()
-            .map_or("", |&m| reg.models[m].backend.as_str());
+        let tiers = reg.tiers(self.label);
         let mut attempts: Vec<Attempted> = Vec::new();
-        for &model in chain {
-            // Embeddings fall back only to the same backend model: vectors of another model
-            // would corrupt the client's index without a word.
-            if front.embeds() && reg.models[model].backend != first_backend {
-                continue;
-            }
-            // The chain moves on while the request's deadline allows.
-            if Instant::now() >= self.deadline && !attempts.is_empty() {
-                break;
-            }
-            match self.try_target(model, front, gate, &mut attempts).await {
+        let mut i = 0;
+        while i < chain.len() {
+            let tier = tiers.iter().find(|t| t.contains(&chain[i]));
+            let end = tier.map_or(i + 1, |t| {
+                i + chain[i..].iter().take_while(|m| t.contains(m)).count()
+            });
+            let step = if end == i + 1 {
+                self.step(chain, chain[i], None, front, gate, &mut attempts)
+                    .await
+            } else {
+                self.tier(chain, &chain[i..end], front, gate, &mut attempts)
+                    .await
+            };
+            match step {
                 Step::Done(walked) => return walked,
-                Step::Next => {}
+                Step::Next => i = end,
                 Step::Stop => break,
             }
         }
         Walked::Unserved { attempts }
+    }
+
+    /// A tier's targets in the pick's order, until one answers.
+    async fn tier<F: Front, G: Gate>(
+        &self,
+        chain: &[ModelId],
+        tier: &[ModelId],
+        front: &F,
+        gate: &mut G,
+        attempts: &mut Vec<Attempted>,
+    ) -> Step {
+        let fleet = self.fleet;
+        let mut seen: Vec<crate::pick::Seen> = tier
+            .iter()
+            .map(|&m| {
+                let (in_flight, _) = fleet.machines.load(fleet.registry.models[m].machine);
+                fleet.picks.seen(&fleet.registry, m, in_flight)
+            })
+            .collect();
+        for (model, why) in crate::pick::order(&mut seen) {
+            match self
+                .step(chain, model, Some(why), front, gate, attempts)
+                .await
+            {
+                Step::Next => {}
+                done_or_stop => return done_or_stop,
+            }
+        }
+        Step::Next
+    }
+
+    /// One target of `chain`, picked for `why` when it stands in a tier: skipped when the
+    /// request may not use it, tried otherwise.
+    async fn step<F: Front, G: Gate>(
+        &self,
+        chain: &[ModelId],
+        model: ModelId,
+        why: Option<Why>,
+        front: &F,
+        gate: &mut G,
+        attempts: &mut Vec<Attempted>,
+    ) -> Step {
+        let reg = &self.fleet.registry;
+        // Embeddings fall back only to the same backend model: vectors of another model
+        // would corrupt the client's index without a word.
+        let first_backend = chain
+            .first()
+            .map_or("", |&m| reg.models[m].backend.as_str());
+        if front.embeds() && reg.models[model].backend != first_backend {
+            return Step::Next;
+        }
+        // The chain moves on while the request's deadline allows.
+        if Instant::now() >= self.deadline && !attempts.is_empty() {
+            return Step::Stop;
+        }
+        match self.try_target(model, front, gate, attempts).await {
+            Step::Done(mut walked) => {
+                if let Some(why) = why {
+                    walked.picked(self.fleet, self.label, why);
+                }
+                Step::Done(walked)
+            }
+            other => other,
+        }
     }
 
     /// One target: admitted (by the gate and its breaker) or skipped, then tried.
@@ -159,10 +229,15 @@ impl Walk<'_> {
         gate.sending().await;
         let upstream = &fleet.upstreams[machine];
         let (wire, body) = front.request(&reg.models[model].backend, upstream.api);
+        let sent = Instant::now();
+        fleet.picks.sending(model);
         let answer = upstream
             .attempt(model, wire, body, self.deadline, &lease)
             .await
             .and_then(|answer| given(front, model, wire, answer, self.started));
+        if let Ok(Answer::Full { .. } | Answer::Stream { .. }) = &answer {
+            fleet.picks.answered(model, sent.elapsed());
+        }
         let (mut failed, lease) = match answer {
             Ok(answer) => match self.answered(model, wire, answer, lease, front, attempts) {
                 Ok(walked) => return Step::Done(walked),
@@ -209,6 +284,7 @@ impl Walk<'_> {
                 served(attempts);
                 Ok(Walked::Full {
                     target,
+                    pick: None,
                     status,
                     content_type,
                     body,
@@ -224,6 +300,7 @@ impl Walk<'_> {
                 served(attempts);
                 Ok(Walked::Stream {
                     target,
+                    pick: None,
                     wire,
                     status,
                     content_type,
@@ -260,6 +337,31 @@ impl Walk<'_> {
                     attempts: std::mem::take(attempts),
                 })
             }
+        }
+    }
+}
+
+impl Walked {
+    /// Marks a served answer as the pick's for `why`, and counts the pick.
+    fn picked(&mut self, fleet: &Fleet, label: &str, why: Why) {
+        if let Walked::Full { target, pick, .. } | Walked::Stream { target, pick, .. } = self {
+            *pick = Some(why);
+            let machine = &fleet.registry.machines[reg_machine(fleet, *target)].name;
+            metrics::counter!(
+                "labrouter_picks_total",
+                "route" => label.to_string(),
+                "machine" => machine.clone(),
+                "why" => why.as_str()
+            )
+            .increment(1);
+        }
+    }
+
+    /// Why the pick chose the target that answered, when it stood in a tier.
+    pub fn pick(&self) -> Option<Why> {
+        match self {
+            Walked::Full { pick, .. } | Walked::Stream { pick, .. } => *pick,
+            Walked::Refused { .. } | Walked::Unserved { .. } => None,
         }
     }
 }

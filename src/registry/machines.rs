@@ -28,6 +28,12 @@ const BASE_CONCURRENCY: u32 = 8;
 /// A machine's `task_slots` when registry.yaml sets none (docs/api.md "Tasks").
 const BASE_TASK_SLOTS: u32 = 1;
 
+/// How long a machine's answer for a model keeps the model warm (Ollama's own keep-alive).
+const WARM_FOR: Duration = Duration::from_secs(300);
+
+/// The most requests a machine may be said to run at once.
+const PARALLEL_MAX: u32 = 1024;
+
 /// The machines, in the file's order; `defaults:` is checked first.
 pub(super) fn validate_machines(
     defaults: &RawDefaults,
@@ -74,6 +80,8 @@ pub(super) fn validate_machines(
             max_concurrency,
         )?;
         let shared = super::cluster::shared(name, m.shared.as_ref(), &url)?;
+        let parallel = parallel(name, m.parallel.as_ref())?;
+        let warm_for = duration(&m.warm_for, WARM_FOR, "warm_for")?;
         machines.push(Machine {
             name: name.clone(),
             url,
@@ -85,6 +93,8 @@ pub(super) fn validate_machines(
             max_concurrency,
             task_slots,
             shared,
+            parallel,
+            warm_for,
         });
     }
     Ok(machines)
@@ -147,4 +157,20 @@ fn task_slots(
             v.value
         ),
     )
+}
+
+/// A machine's `parallel` (docs/registry.md "routes:"): how many requests it runs at once,
+/// 1 when not written.
+fn parallel(machine: &str, v: Option<&Spanned<u32>>) -> Result<u32, Invalid> {
+    match v {
+        None => Ok(1),
+        Some(v) if (1..=PARALLEL_MAX).contains(&v.value) => Ok(v.value),
+        Some(v) => err(
+            v.referenced,
+            format!(
+                "machine '{machine}': parallel: expected a whole number from 1 to {PARALLEL_MAX}, got {}",
+                v.value
+            ),
+        ),
+    }
 }

@@ -94,6 +94,8 @@ pub struct RawMachine {
     pub breaker: RawBreaker,
     pub max_concurrency: Option<S<u32>>,
     pub task_slots: Option<S<u32>>,
+    pub parallel: Option<S<u32>>,
+    pub warm_for: Option<S<String>>,
     /// README "Several routers": `auto`, `true` or `false`; a string so a typo gets our message.
     pub shared: Option<S<SharedRaw>>,
 }
@@ -146,7 +148,81 @@ pub struct RawRoute {
     #[serde(default)]
     pub images: bool,
     pub default: Option<S<bool>>,
-    pub chain: Option<S<Vec<S<String>>>>,
+    pub chain: Option<S<Vec<S<RawLink>>>>,
+}
+
+/// One link of a chain as written: a model's name, or a list of names (a tier of equals,
+/// docs/registry.md "routes:").
+#[derive(Debug)]
+pub enum RawLink {
+    One(String),
+    Tier(Vec<S<RawTierItem>>),
+}
+
+/// One entry of a tier as written: a model's name, or a list (a tier inside a tier, which
+/// validation refuses with its place).
+#[derive(Debug)]
+pub enum RawTierItem {
+    One(String),
+    Nested,
+}
+
+impl<'de> Deserialize<'de> for RawLink {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Link;
+        impl<'de> serde::de::Visitor<'de> for Link {
+            type Value = RawLink;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a model's name or a list of model names (a tier)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawLink, E> {
+                Ok(RawLink::One(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawLink, E> {
+                Ok(RawLink::One(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawLink, E> {
+                Ok(RawLink::One(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawLink, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(RawLink::Tier(items))
+            }
+        }
+        d.deserialize_any(Link)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawTierItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Item;
+        impl<'de> serde::de::Visitor<'de> for Item {
+            type Value = RawTierItem;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a model's name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawTierItem, E> {
+                Ok(RawTierItem::One(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawTierItem, E> {
+                Ok(RawTierItem::One(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawTierItem, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(RawTierItem::Nested)
+            }
+        }
+        d.deserialize_any(Item)
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,9 +1,9 @@
 //! `routes:`: names, keywords and fallback chains, and which route is the default.
 
-use serde_saphyr::Spanned;
+use serde_saphyr::{Location, Spanned};
 
 use super::invalid::{err, Invalid};
-use super::raw::RawRoute;
+use super::raw::{RawLink, RawRoute, RawTierItem};
 use super::{Model, Route};
 use crate::outcome::{Kind, ModelId};
 
@@ -24,7 +24,7 @@ pub(super) fn validate_routes(
     for r in &raw.value {
         let name = &r.name.value;
         check_name(r, &routes, models)?;
-        let (chain, kind) = chain(r, models)?;
+        let Chain { chain, tiers, kind } = chain(r, models)?;
         let keywords = keywords(r)?;
         if let Some(d) = r.default.as_ref().filter(|d| d.value) {
             if let Some(&(_, first)) = marked.iter().find(|(k, _)| *k == kind) {
@@ -43,6 +43,7 @@ pub(super) fn validate_routes(
             keywords,
             images: r.images,
             chain,
+            tiers,
             kind,
         });
     }
@@ -83,9 +84,10 @@ fn check_name(r: &RawRoute, routes: &[Route], models: &[Model]) -> Result<(), In
     Ok(())
 }
 
-/// A route's fallback chain: at least one model, each one of `models:`, all of one kind
-/// (a model without `kind` is a chat model); the chain and that kind.
-fn chain(r: &RawRoute, models: &[Model]) -> Result<(Vec<ModelId>, Kind), Invalid> {
+/// A route's fallback chain: at least one model, each one of `models:` and named once, all
+/// of one kind (a model without `kind` is a chat model), a list inside it a tier of at least
+/// one model; the flat chain, its tiers of two or more and that kind.
+fn chain(r: &RawRoute, models: &[Model]) -> Result<Chain, Invalid> {
     let name = &r.name.value;
     let chain_raw = match &r.chain {
         Some(c) if !c.value.is_empty() => c,
@@ -102,33 +104,87 @@ fn chain(r: &RawRoute, models: &[Model]) -> Result<(Vec<ModelId>, Kind), Invalid
             )
         }
     };
-    let mut chain = Vec::with_capacity(chain_raw.value.len());
-    for entry in &chain_raw.value {
-        let Some(i) = models.iter().position(|m| m.name == entry.value) else {
+    let mut out = Chain {
+        chain: Vec::with_capacity(chain_raw.value.len()),
+        tiers: Vec::new(),
+        kind: Kind::Chat,
+    };
+    for link in &chain_raw.value {
+        match &link.value {
+            RawLink::One(model) => out.push(name, model, link.referenced, models)?,
+            RawLink::Tier(items) if items.is_empty() => {
+                return err(
+                    link.referenced,
+                    format!("route '{name}': an empty tier; expected a list of at least one model"),
+                )
+            }
+            RawLink::Tier(items) => {
+                let start = out.chain.len();
+                for item in items {
+                    let RawTierItem::One(model) = &item.value else {
+                        return err(
+                            item.referenced,
+                            format!("route '{name}': a tier inside a tier; expected model names in a tier"),
+                        );
+                    };
+                    out.push(name, model, item.referenced, models)?;
+                }
+                if items.len() > 1 {
+                    out.tiers.push(out.chain[start..].to_vec());
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A chain being validated.
+struct Chain {
+    chain: Vec<ModelId>,
+    tiers: Vec<Vec<ModelId>>,
+    kind: Kind,
+}
+
+impl Chain {
+    /// Adds `model` (written at `at`): known, not yet in the chain, of the chain's kind.
+    fn push(
+        &mut self,
+        route: &str,
+        model: &str,
+        at: Location,
+        models: &[Model],
+    ) -> Result<(), Invalid> {
+        let Some(i) = models.iter().position(|m| m.name == model) else {
             let known: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
             return err(
-                entry.referenced,
+                at,
                 format!(
-                    "route '{name}': unknown model '{}' in chain; expected one of: {}",
-                    entry.value,
+                    "route '{route}': unknown model '{}' in chain; expected one of: {}",
+                    crate::text::bounded(model),
                     known.join(", ")
                 ),
             );
         };
-        let (first, this) = (chain.first().map(|&m: &ModelId| &models[m.0]), &models[i]);
+        if self.chain.contains(&ModelId(i)) {
+            return err(
+                at,
+                format!("route '{route}': model '{model}' is named twice in its chain; expected each model once"),
+            );
+        }
+        let (first, this) = (self.chain.first().map(|&m| &models[m.0]), &models[i]);
         if let Some(first) = first.filter(|f| f.kind != this.kind) {
             return err(
-                entry.referenced,
+                at,
                 format!(
-                    "route '{name}': model '{}' is a {} model but '{}' before it is {}; expected a chain of one kind (a model without kind is chat)",
+                    "route '{route}': model '{}' is a {} model but '{}' before it is {}; expected a chain of one kind (a model without kind is chat)",
                     this.name, this.kind, first.name, first.kind
                 ),
             );
         }
-        chain.push(ModelId(i));
+        self.kind = this.kind;
+        self.chain.push(ModelId(i));
+        Ok(())
     }
-    let kind = models[chain[0].0].kind;
-    Ok((chain, kind))
 }
 
 /// A route's keywords, trimmed and lower-cased (the matcher compares them so), each once.

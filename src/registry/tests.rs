@@ -13,6 +13,7 @@ mod front_door;
 mod kinds;
 mod task_slots;
 mod tasks;
+mod tiers;
 
 const FILE: &str = "registry.yaml";
 

@@ -39,6 +39,7 @@ fn sample() -> View {
         in_flight: 1,
         last_reason: Some("HTTP 500".into()),
         local_rejections: 12,
+        parallel: 2,
         opened_at: Some("2026-11-30T14:02:11Z".into()),
         rate_limited_ms: Some(2_000),
         remote_attempts: 3,
@@ -46,6 +47,7 @@ fn sample() -> View {
         shared: true,
         state: Phase::Open,
         url: "http://gpu-box.local:11434/v1".into(),
+        warm: vec!["qwen3-coder:30b".into()],
     };
     let closed = MachineView {
         remote_attempts: 10,
@@ -82,10 +84,12 @@ fn sample() -> View {
             RouteView {
                 chain: vec!["coder-gpu@gpu-box".into(), "small@apple".into()],
                 name: "code".into(),
+                tiers: vec![vec!["coder-gpu@gpu-box".into(), "small@apple".into()]],
             },
             RouteView {
                 chain: vec!["small@apple".into()],
                 name: "chat".into(),
+                tiers: vec![],
             },
         ],
         tasks: None,

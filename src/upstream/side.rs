@@ -23,6 +23,11 @@ impl Upstream {
         self.fetch(format!("{}{path}", self.root), body).await
     }
 
+    /// The machine's OpenAI model list, `GET {url}/models`, bounded as [`Upstream::native`].
+    pub async fn models(&self) -> Result<(StatusCode, Bytes), String> {
+        self.fetch(format!("{}/models", self.url), None).await
+    }
+
     /// [`Upstream::native`] at any URL of the machine.
     async fn fetch(&self, url: String, body: Option<Bytes>) -> Result<(StatusCode, Bytes), String> {
         let req = match body {
