@@ -269,3 +269,44 @@ fn parse_registry(b: Bencher) {
     let f = fixture();
     b.bench(|| Registry::parse(black_box(&f.yaml), "bench.yaml").unwrap());
 }
+
+/// A registry whose route `code` is a tier of `n` equal machines behind 1,000 other routes
+/// (the tier lookup walks the routes), as a fleet.
+fn tiered_fleet(n: usize) -> labrouter::Fleet {
+    let mut y = String::from("server: { listen: 127.0.0.1:0 }\nmachines:\n");
+    for i in 0..n {
+        let _ = writeln!(y, "  box{i}: {{ url: \"http://127.0.0.1:9/v1\" }}");
+    }
+    y.push_str("models:\n");
+    for i in 0..n {
+        let _ = writeln!(y, "  m{i}: {{ machine: box{i}, name: coder }}");
+    }
+    y.push_str("routes:\n");
+    for r in 0..ROUTES {
+        let _ = writeln!(y, "  - {{ name: r{r}, chain: [m0] }}");
+    }
+    let tier: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+    let _ = writeln!(y, "  - {{ name: code, chain: [[{}]] }}", tier.join(", "));
+    labrouter::Fleet::new(Registry::parse(&y, "tiers.yaml").unwrap()).unwrap()
+}
+
+/// The pick's cost on a request's path for a tier of 2 and of 4: finding the route's tiers,
+/// reading each target's load and memory, and ordering them (what `Walk::run` adds over a
+/// plain chain).
+#[divan::bench(args = [2, 4])]
+fn pick_in_a_tier(b: Bencher, n: usize) {
+    let fleet = tiered_fleet(n);
+    b.bench(|| {
+        let reg = &fleet.registry;
+        let tier = &reg.tiers(black_box("code"))[0];
+        let mut seen: Vec<labrouter::pick::Seen> = tier
+            .iter()
+            .map(|&m| {
+                let (in_flight, _) = fleet.machines.load(reg.models[m].machine);
+                fleet.picks.seen(reg, m, in_flight)
+            })
+            .collect();
+        let first = labrouter::pick::order(&mut seen).next();
+        first
+    });
+}

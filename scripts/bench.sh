@@ -29,6 +29,9 @@
 #   BENCH_ONLY=media     run only the media benchmarks (examples/bench_media: Responses
 #                        streams and conversations, uploads, speech, images; SPEC §13)
 #   BENCH_MEDIA_N [200]  requests per streamed media measure; BENCH_UPLOAD_MIB [50]
+#   BENCH_ONLY=tiers     run only the tier benchmarks (examples/bench_tiers: requests/s of
+#                        two equal machines as a tier against a plain chain, warm-first time to
+#                        first byte; the pick's cost per request from cargo bench --bench route)
 #   BENCH_WORKERS        `labrouter serve --workers` for the proxy routers (sections 1-7; the
 #                        task routers keep the default)
 #   BENCH_NO_BUILD=1     use the binaries in target/release as they are ($CARGO_TARGET_DIR/release
@@ -62,7 +65,7 @@ P_ROUTER=$((BASE + 10)) P_NGINX=$((BASE + 11)) P_ROUTER2=$((BASE + 12))
 P_HELD=$((BASE + 9)) P_TASKS=$((BASE + 13)) P_TASKS2=$((BASE + 14))
 ONLY=${BENCH_ONLY:-}
 WORKERS=${BENCH_WORKERS:-}
-case "$ONLY" in "" | tasks | media) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks or media\n' "$ONLY" >&2; exit 2;; esac
+case "$ONLY" in "" | tasks | media | tiers) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks, media or tiers\n' "$ONLY" >&2; exit 2;; esac
 TASK_SECS=${BENCH_TASK_SECS:-5}
 TASK_CLIENTS=${BENCH_TASK_CLIENTS:-64}
 TASK_QUEUE=${BENCH_TASK_QUEUE:-10000}
@@ -101,7 +104,7 @@ fi
 TARGET=${CARGO_TARGET_DIR:-target}
 case "$TARGET" in /*) ;; *) TARGET=$ROOT/$TARGET;; esac
 BIN=$TARGET/release
-for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks examples/bench_media; do
+for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks examples/bench_media examples/bench_tiers; do
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run cargo build --release --examples"
 done
 
@@ -232,6 +235,27 @@ media_report() {
   echo
   echo "$MEDIA_TABLE"
 }
+# Section 10: tiers of equal machines (docs/registry.md "routes:"), in one process
+# (examples/bench_tiers), and the pick's cost on the request path (benches/route.rs).
+tier_benchmarks() {
+  log "tiers: two equal machines as a tier against a plain chain; warm first; the pick's cost"
+  TIER_TABLE=$("$BIN/examples/bench_tiers" --secs "${BENCH_TIER_SECS:-5}") || die "bench_tiers failed"
+  PICK_OUT=$(cargo bench --quiet --bench route -- pick_in_a_tier 2>&1) || die "cargo bench pick_in_a_tier failed: $PICK_OUT"
+}
+tier_report() {
+  echo
+  echo "Tiers (docs/registry.md \"routes:\"): sims answering in 50 ms; the pick's cost per request (goal ≤ 2 µs):"
+  echo
+  echo "$TIER_TABLE"
+  echo
+  echo "$PICK_OUT" | grep -E 'pick_in_a_tier|^ *[├╰]─ [0-9]'
+}
+if [ "$ONLY" = tiers ]; then
+  tier_benchmarks
+  tier_report
+  if [ -n "${BENCH_OUT:-}" ]; then echo "$TIER_TABLE" >"$BENCH_OUT"; fi
+  exit 0
+fi
 if [ "$ONLY" = media ]; then
   media_benchmarks
   media_report
@@ -498,6 +522,8 @@ echo "raw: streams: $M_STREAMS"
 task_report
 media_benchmarks
 media_report
+tier_benchmarks
+tier_report
 echo
 echo "Issue 13: lean hot path"
 echo "Now vs goal from this run; before: the figures measured when issue 13 was filed. CPU per request: the proxy's $([ "$cpu_src" = perf ] && echo "task-clock (perf stat)" || echo "utime + stime (/proc)") during one more ${ROUND_SECS}s wrk -c$CONNS run, divided by the requests it completed. Adversarial route decision: the worst of some hits, no hit, dense and non-ASCII prose."

@@ -23,7 +23,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -86,6 +86,9 @@ struct Inner {
     /// (/api/show); the first answers a request that names none.
     models: Mutex<Vec<String>>,
     counts: Counts,
+    /// Whether a slow answer (SlowFirstByte) takes `one`, so such answers come one at a time.
+    serial: AtomicBool,
+    one: tokio::sync::Mutex<()>,
 }
 
 /// Locks a std mutex, shrugging off poisoning: no guarded value (a counter, the hit log, the
@@ -142,6 +145,8 @@ impl Sim {
                 Api::Ollama => DEFAULT_OLLAMA_MODEL.to_owned(),
             }]),
             counts: Counts::default(),
+            serial: AtomicBool::new(false),
+            one: tokio::sync::Mutex::new(()),
         });
         tokio::spawn(serve::accept_loop(inner.clone()));
         Ok(Sim { inner })
@@ -187,6 +192,12 @@ impl Sim {
     }
 
     /// The text of whole (not streamed) answers from now on, Responses too; `None` for
+    /// With `true`, slow answers (`Fault::SlowFirstByte`) come one at a time, the others
+    /// waiting their turn: a machine that runs one request at once (`parallel: 1`).
+    pub fn set_serial(&self, serial: bool) {
+        self.inner.serial.store(serial, Ordering::Relaxed);
+    }
+
     /// "ok from NAME".
     pub fn set_text(&self, text: Option<&str>) {
         *lock(&self.inner.text) = text.map(str::to_string);

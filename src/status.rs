@@ -61,11 +61,11 @@ pub struct MachineView {
     pub decided_by: Option<String>,
     pub in_flight: u32,
     pub last_reason: Option<String>,
-    /// Requests it runs at once (`parallel`): below it the machine is free for a tier's pick.
-    pub parallel: u32,
     pub local_rejections: u64,
     /// When the breaker last opened, RFC 3339 UTC.
     pub opened_at: Option<String>,
+    /// Requests it runs at once (`parallel`): below it the machine is free for a tier's pick.
+    pub parallel: u32,
     /// Left of a 429's Retry-After.
     pub rate_limited_ms: Option<u64>,
     pub remote_attempts: u64,

@@ -139,6 +139,12 @@ async fn shared_fault(
         )),
         Fault::Huge(n) => Some(reply(StatusCode::OK, "application/json", huge(route, *n))),
         Fault::SlowFirstByte(d) => {
+            let serial = inner.serial.load(std::sync::atomic::Ordering::Relaxed);
+            let _turn = if serial {
+                Some(inner.one.lock().await)
+            } else {
+                None
+            };
             tokio::time::sleep(*d).await;
             None
         }

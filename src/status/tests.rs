@@ -116,8 +116,8 @@ fn the_wire_shape_is_the_sorted_maps_it_always_was() {
         format!(
             "{{\"consecutive_failures\":0,\"cooldown_left_ms\":0,\"cooldown_ms\":{},\
              \"decided_by\":null,\"in_flight\":0,\"last_reason\":null,\"local_rejections\":0,\"opened_at\":null,\
-             \"rate_limited_ms\":null,\"remote_attempts\":0,\"rerouted\":0,\"shared\":false,\"state\":\"closed\",\
-             \"url\":\"{url}\"}}",
+             \"parallel\":1,\"rate_limited_ms\":null,\"remote_attempts\":0,\"rerouted\":0,\"shared\":false,\
+             \"state\":\"closed\",\"url\":\"{url}\",\"warm\":[]}}",
             v.machines["apple"].cooldown_ms
         )
     };
