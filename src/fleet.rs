@@ -18,6 +18,9 @@ pub struct Fleet {
     /// What this router remembers of each target for a tier's pick (docs/registry.md
     /// "routes:").
     pub picks: crate::pick::Picks,
+    /// The names found on `discover: true` machines (by machine name), which `registry`
+    /// serves after the file's own ([`Registry::with_found`]).
+    pub found: Found,
     /// Indexed like `registry.machines`; built once, so no request builds a client.
     pub upstreams: Table<MachineId, Arc<Upstream>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
@@ -29,6 +32,9 @@ pub struct Fleet {
     /// name), resolved at first use: after the recorder is in, and never per request.
     durations: std::sync::OnceLock<std::collections::HashMap<String, metrics::Histogram>>,
 }
+
+/// What each `discover: true` machine listed at its last read, by machine name.
+pub type Found = std::collections::BTreeMap<String, Vec<String>>;
 
 /// Client bearer tokens; their Debug output never shows them.
 pub struct ApiKeys(pub Vec<String>);
@@ -78,6 +84,22 @@ impl Fleet {
         bus: Arc<Bus>,
         old: Option<&Fleet>,
     ) -> Result<Fleet, FleetError> {
+        let found = old.map(|o| o.found.clone()).unwrap_or_default();
+        Fleet::build_found(registry, bus, old, found)
+    }
+
+    /// [`Fleet::build`] serving the names `found` on the machines besides the file's.
+    pub fn build_found(
+        registry: Registry,
+        bus: Arc<Bus>,
+        old: Option<&Fleet>,
+        found: Found,
+    ) -> Result<Fleet, FleetError> {
+        let registry = if found.is_empty() {
+            registry
+        } else {
+            registry.with_found(&found)
+        };
         let api_keys: Vec<String> = registry
             .server
             .api_keys_env
@@ -124,6 +146,7 @@ impl Fleet {
             matcher: Matcher::new(&registry),
             machines: Machines::with_bus(&registry, bus, old.map(|o| &o.machines)),
             picks: crate::pick::Picks::new(&registry, old.map(|o| (&o.registry, &o.picks))),
+            found,
             upstreams,
             api_keys: ApiKeys(api_keys),
             registry,

@@ -50,6 +50,7 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod demo;
+pub mod discover;
 mod fleet;
 mod health;
 mod host;

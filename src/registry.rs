@@ -14,6 +14,7 @@ use crate::outcome::{Kind, MachineId, ModelId, RouteId};
 mod callback_allow;
 mod cluster;
 mod durations;
+mod found;
 mod invalid;
 mod machines;
 mod models;
@@ -33,6 +34,7 @@ mod version;
 
 pub use callback_allow::AllowRule;
 pub use cluster::{is_local_ip, share_key, PROBE_LEASE};
+pub use found::usable as usable_name;
 use raw::RawRegistry;
 pub use server::{is_loopback, Cidr, Server, DEFAULT_ORIGINS};
 pub use tasks::Tasks;
@@ -83,6 +85,9 @@ pub struct Machine {
     pub parallel: u32,
     /// How long an answer for a model keeps that model warm on it.
     pub warm_for: Duration,
+    /// Its model list is read and every name on it served (docs/registry.md "machines:").
+    pub discover: bool,
+    pub discover_every: Duration,
 }
 
 /// `cluster:` (README "Several routers"): the routers sharing one prefix in one Redis share
@@ -178,6 +183,10 @@ pub struct Registry {
     pub cluster: Option<Cluster>,
     /// A short hash of the file's bytes, recorded with breaker transitions.
     pub version: String,
+    /// How many of `models` and of `routes` the file wrote; those after them were found on
+    /// the machines (`discover: true`, [`Registry::with_found`]).
+    pub file_models: usize,
+    pub file_routes: usize,
 }
 
 impl Registry {
@@ -239,6 +248,10 @@ impl Registry {
     /// `model@machine`, as headers, errors and `/status` name a target.
     pub fn target_name(&self, model: ModelId) -> String {
         let m = &self.models[model];
+        if self.is_found(model) {
+            // Already `NAME@MACHINE`.
+            return m.name.clone();
+        }
         format!("{}@{}", m.name, self.machines[m.machine].name)
     }
 }

@@ -148,6 +148,7 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
     tasks.extend([
         tokio::spawn(crate::health::run(Arc::clone(svc))),
         tokio::spawn(crate::warm::run(Arc::clone(svc))),
+        tokio::spawn(crate::discover::run(Arc::clone(svc))),
         tokio::spawn(crate::service::prune_daily(Arc::clone(svc))),
     ]);
     // The task queue (docs/api.md "Tasks"): resumed when the service opened its store.

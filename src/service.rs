@@ -260,6 +260,33 @@ impl Service {
         );
         Ok(report)
     }
+    /// Serves what `machine` (a `discover: true` machine) lists now, when it changed: the
+    /// fleet is rebuilt as a reload would, breakers kept. Whether anything changed.
+    pub fn found(&self, machine: &str, names: Vec<String>) -> bool {
+        let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.fleet.load_full();
+        if old.found.get(machine) == Some(&names) {
+            return false;
+        }
+        let mut found = old.found.clone();
+        found.insert(machine.to_string(), names);
+        found.retain(|m, _| old.registry.machine_index(m).is_some());
+        let reg = old.registry.clone();
+        match Fleet::build_found(reg, Arc::clone(&self.bus), Some(&old), found) {
+            Ok(fleet) => {
+                fleet.activate(false);
+                let served = fleet.registry.routes.len() - fleet.registry.file_routes;
+                tracing::info!(machine, served, "discovered models changed");
+                self.fleet.store(Arc::new(fleet));
+                true
+            }
+            Err(e) => {
+                tracing::warn!(machine, error = %e, "discovered models not applied");
+                false
+            }
+        }
+    }
+
     fn ledger(&self, from: &str, to: &str, reason: &str) {
         self.bus.ledger(Msg::Registry {
             at: crate::clock::wall(),

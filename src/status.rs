@@ -59,6 +59,10 @@ pub struct MachineView {
     /// The router whose verdict this is (README "Several routers"): a peer's name for an adopted
     /// one, this router's node for its own; `None` without `cluster:` or before any transition.
     pub decided_by: Option<String>,
+    /// The names its last read of its model list found and labrouter serves (`discover:
+    /// true`); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub discovered: Vec<String>,
     pub in_flight: u32,
     pub last_reason: Option<String>,
     pub local_rejections: u64,
@@ -164,6 +168,12 @@ impl View {
                 let transitioned = s.breaker.generation > 0;
                 let mut v = MachineView::of(s, m.url.clone(), now, wall);
                 v.parallel = m.parallel;
+                v.discovered = reg
+                    .models
+                    .enumerate()
+                    .filter(|(id, model)| model.machine == i && reg.is_found(*id))
+                    .map(|(_, model)| model.backend.clone())
+                    .collect();
                 v.warm = reg
                     .models
                     .enumerate()
@@ -260,6 +270,7 @@ impl MachineView {
             url,
             parallel: 1,
             warm: Vec::new(),
+            discovered: Vec::new(),
         }
     }
 }

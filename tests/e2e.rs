@@ -16,6 +16,8 @@ mod connections;
 mod deadline;
 #[path = "e2e/detached.rs"]
 mod detached;
+#[path = "e2e/discovery.rs"]
+mod discovery;
 #[path = "e2e/fallback.rs"]
 mod fallback;
 #[path = "e2e/hardening.rs"]

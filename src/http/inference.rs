@@ -137,17 +137,15 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     {
         return Err(needs_model(&fleet));
     }
-    let decision = fleet.matcher.decide_for(
-        &fleet.registry,
-        &crate::route::Ask {
-            kind: endpoint.kind(),
-            path: endpoint.client_path(),
-            header: header("x-labrouter-route"),
-            model: parsed.model.as_deref(),
-            text: &parsed.text,
-            has_image: parsed.has_image,
-        },
-    )?;
+    let ask = crate::route::Ask {
+        kind: endpoint.kind(),
+        path: endpoint.client_path(),
+        header: header("x-labrouter-route"),
+        model: parsed.model.as_deref(),
+        text: &parsed.text,
+        has_image: parsed.has_image,
+    };
+    let (fleet, decision) = crate::discover::decide(svc, fleet, &ask).await?;
     let keyed = key.map(|key| {
         let owner = parts.extensions.get::<Owner>().cloned().unwrap_or_default();
         Keyed::new(&owner, &key, endpoint.path(), &parsed.body)
@@ -246,14 +244,24 @@ fn entries(svc: &Service, fleet: &Fleet) -> Vec<ModelEntry> {
         target: None,
     };
     let mut data = vec![route("auto", Kind::Chat, None)];
-    data.extend(reg.routes.iter().map(|r| {
-        route(
+    data.extend(reg.routes.enumerate().map(|(id, r)| {
+        let mut entry = route(
             &r.name,
             r.kind,
             Some(r.chain.iter().map(|&m| reg.target_name(m)).collect()),
-        )
+        );
+        // A name found on the machines: once, with the machines that serve it.
+        if reg.is_found_route(id) {
+            let machines = r
+                .chain
+                .iter()
+                .map(|&m| reg.machines[reg.models[m].machine].name.as_str());
+            entry.owned_by = machines.collect::<Vec<_>>().join(",");
+        }
+        entry
     }));
-    data.extend(reg.models.enumerate().map(|(i, m)| ModelEntry {
+    let file_models = reg.models.enumerate().filter(|(i, _)| !reg.is_found(*i));
+    data.extend(file_models.map(|(i, m)| ModelEntry {
         backend: Some(m.backend.clone()),
         chain: None,
         created,

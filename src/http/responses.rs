@@ -61,17 +61,15 @@ pub async fn create(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
     let parsed = Parsed::new(Endpoint::Responses, body)?;
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let wait = wait_header(&parts.headers)?;
-    let decision = fleet.matcher.decide_for(
-        &fleet.registry,
-        &crate::route::Ask {
-            kind: Endpoint::Responses.kind(),
-            path: Endpoint::Responses.client_path(),
-            header: header("x-labrouter-route"),
-            model: parsed.model.as_deref(),
-            text: &parsed.text,
-            has_image: parsed.has_image,
-        },
-    )?;
+    let ask = crate::route::Ask {
+        kind: Endpoint::Responses.kind(),
+        path: Endpoint::Responses.client_path(),
+        header: header("x-labrouter-route"),
+        model: parsed.model.as_deref(),
+        text: &parsed.text,
+        has_image: parsed.has_image,
+    };
+    let (fleet, decision) = crate::discover::decide(&svc, Arc::clone(&fleet), &ask).await?;
     let keeper = match (turn.store, svc.store()) {
         (true, Some(store)) => Some(Keeper {
             writer: store.sender(),
@@ -82,7 +80,7 @@ pub async fn create(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
         }),
         _ => None,
     };
-    let limit = server.max_upstream_body;
+    let limit = fleet.registry.server.max_upstream_body;
     let front = Responses::new(parsed, keeper.clone());
     let resp = crate::proxy::forward(fleet, front, decision, wait).await;
     whole(resp, keeper, limit).await

@@ -94,6 +94,17 @@ impl<I: From<usize> + Copy, T> Table<I, T> {
     {
         self.items.get(i.into())
     }
+
+    /// Adds `item` last; its id.
+    pub fn push(&mut self, item: T) -> I {
+        self.items.push(item);
+        I::from(self.items.len() - 1)
+    }
+
+    /// Keeps the first `len` items.
+    pub fn truncate(&mut self, len: usize) {
+        self.items.truncate(len);
+    }
 }
 
 impl<I, T> From<Vec<T>> for Table<I, T> {

@@ -31,6 +31,10 @@ const BASE_TASK_SLOTS: u32 = 1;
 /// How long a machine's answer for a model keeps the model warm (Ollama's own keep-alive).
 const WARM_FOR: Duration = Duration::from_secs(300);
 
+/// How often a `discover: true` machine's model list is read when it sets no
+/// `discover_every`.
+const DISCOVER_EVERY: Duration = Duration::from_secs(300);
+
 /// The most requests a machine may be said to run at once.
 const PARALLEL_MAX: u32 = 1024;
 
@@ -82,6 +86,7 @@ pub(super) fn validate_machines(
         let shared = super::cluster::shared(name, m.shared.as_ref(), &url)?;
         let parallel = parallel(name, m.parallel.as_ref())?;
         let warm_for = duration(&m.warm_for, WARM_FOR, "warm_for")?;
+        let discover_every = duration(&m.discover_every, DISCOVER_EVERY, "discover_every")?;
         machines.push(Machine {
             name: name.clone(),
             url,
@@ -95,6 +100,8 @@ pub(super) fn validate_machines(
             shared,
             parallel,
             warm_for,
+            discover: m.discover,
+            discover_every,
         });
     }
     Ok(machines)

@@ -96,6 +96,9 @@ pub struct RawMachine {
     pub task_slots: Option<S<u32>>,
     pub parallel: Option<S<u32>>,
     pub warm_for: Option<S<String>>,
+    #[serde(default)]
+    pub discover: bool,
+    pub discover_every: Option<S<String>>,
     /// README "Several routers": `auto`, `true` or `false`; a string so a typo gets our message.
     pub shared: Option<S<SharedRaw>>,
 }

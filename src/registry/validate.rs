@@ -27,6 +27,8 @@ pub(super) fn validate(raw: RawRegistry) -> Result<Registry, Invalid> {
     let tasks = validate_tasks(&raw, &server, &machines)?;
     let cluster = raw.cluster.as_ref().map(validate_cluster).transpose()?;
     Ok(Registry {
+        file_models: models.len(),
+        file_routes: routes.len(),
         server,
         model_ids: (0..models.len()).map(ModelId).collect(),
         machines: machines.into(),

@@ -40,6 +40,7 @@ fn sample() -> View {
         last_reason: Some("HTTP 500".into()),
         local_rejections: 12,
         parallel: 2,
+        discovered: vec!["llama3.2:3b".into()],
         opened_at: Some("2026-11-30T14:02:11Z".into()),
         rate_limited_ms: Some(2_000),
         remote_attempts: 3,

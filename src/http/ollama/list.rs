@@ -29,12 +29,10 @@ fn names(fleet: &Fleet) -> Vec<(String, Option<Choice>)> {
             .enumerate()
             .map(|(r, route)| (route.name.clone(), Some(Choice::Route(r)))),
     );
-    out.extend(
-        reg.models
-            .enumerate()
-            .map(|(i, m)| (m.name.clone(), Some(Choice::Model(i)))),
-    );
-    for (i, m) in reg.models.enumerate() {
+    // A name found on the machines is listed once, as its route.
+    let file_models = || reg.models.enumerate().filter(|(i, _)| !reg.is_found(*i));
+    out.extend(file_models().map(|(i, m)| (m.name.clone(), Some(Choice::Model(i)))));
+    for (i, m) in file_models() {
         let sharing = reg.models.iter().filter(|o| o.backend == m.backend).count();
         if sharing == 1 {
             out.push((m.backend.clone(), Some(Choice::Model(i))));
