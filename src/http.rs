@@ -22,6 +22,7 @@ use axum::{Json, Router};
 
 use crate::service::Service;
 
+mod access;
 mod admin;
 mod dashboard;
 pub mod error;

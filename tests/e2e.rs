@@ -6,6 +6,8 @@
 #[path = "e2e/support.rs"]
 mod support;
 
+#[path = "e2e/access.rs"]
+mod access;
 #[path = "e2e/breaker.rs"]
 mod breaker;
 #[path = "e2e/browser.rs"]

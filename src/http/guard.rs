@@ -41,12 +41,18 @@ pub async fn guard(state: State<Arc<Service>>, req: Request, next: Next) -> Resp
     // included, is shaped so (docs/api.md "The Ollama endpoints"). One layer for both: a request
     // pays for one.
     let ollama = req.uri().path().starts_with("/api/");
+    let access = state.fleet().registry.server.access_log;
+    let access = access.then(|| super::access::Access::of(&req));
     let resp = check(state, req, next).await;
-    if ollama {
+    let resp = if ollama {
         super::ollama::shape(resp).await
     } else {
         resp
+    };
+    if let Some(access) = access {
+        access.log(&resp);
     }
+    resp
 }
 
 async fn check(State(svc): State<Arc<Service>>, mut req: Request, next: Next) -> Response {

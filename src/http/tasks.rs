@@ -111,8 +111,13 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
         // A new task is shown with the request just read: no need to read it back.
         Submitted::New(task) => {
             let raw = serde_json::from_slice::<&RawValue>(&request).ok();
+            let location = HeaderValue::from_str(&format!("/v1/tasks/{}", task.id));
             let mut resp = Json(task.whole(raw)).into_response();
             *resp.status_mut() = StatusCode::ACCEPTED;
+            if let Ok(location) = location {
+                resp.headers_mut()
+                    .insert(axum::http::header::LOCATION, location);
+            }
             resp
         }
         Submitted::Replayed(task) => shown(s, &task, true).await?,

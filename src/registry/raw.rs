@@ -49,6 +49,7 @@ pub struct RawServer {
     pub body_timeout: Option<S<String>>,
     pub max_detached: Option<S<u32>>,
     pub max_detached_bytes: Option<S<String>>,
+    pub access_log: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -76,6 +76,8 @@ pub struct Server {
     pub max_upload: usize,
     /// Uploads held at once; more wait for a slot, then get 503 `busy`.
     pub max_uploads_in_flight: usize,
+    /// One line per request at `info` (README "Watching it").
+    pub access_log: bool,
 }
 
 /// Ollama's default origins (its `envconfig.AllowedOrigins`), with `[::1]` as README "Safety" adds.
@@ -191,6 +193,7 @@ pub(super) fn validate_server(raw: &RawServer) -> Result<Server, Invalid> {
         api_keys_env: raw.api_keys_env.clone(),
         state_dir: PathBuf::from(raw.state_dir.as_deref().unwrap_or("./state")),
         max_body: size(&raw.max_body, 16 << 20, "server.max_body")?,
+        access_log: raw.access_log.unwrap_or(true),
         max_upstream_body: size(&raw.max_upstream_body, 64 << 20, "server.max_upstream_body")?,
         shutdown_grace: duration(
             &raw.shutdown_grace,
@@ -333,6 +336,7 @@ impl Server {
             max_detached_bytes: 0,
             max_upload: 0,
             max_uploads_in_flight: 0,
+            access_log: true,
         }
     }
 }
