@@ -14,12 +14,16 @@
 //! - [`cluster`]: several routers, one view of the lab: breaker verdicts and one probe per
 //!   cooldown shared through Redis.
 //! - [`upstream`]: one attempt at one machine: timeouts, liveness check, classification.
+//! - [`pick`]: the pick among a tier of equal targets, and what the router remembers of each
+//!   target for it; [`warm`]: which models the machines hold loaded, read off the request path.
 //! - [`proxy`]: the chain walk and the error when nothing served.
 //! - [`task`]: a task as data: its id, what it asks, where it stands, as stored and shown.
 //! - [`tasks`]: durable tasks: submit, the queue and its slots, the walk, follow-ups,
 //!   callbacks.
 //! - [`ollama`]: Ollama's API in front, translated for machines that speak only OpenAI's.
 //! - [`health`]: active health checks for machines that set `health`.
+//! - [`discover`]: the model lists of `discover: true` machines, served as names clients may
+//!   send.
 //! - [`host`]: the orchestrator's own health (sysinfo).
 //! - [`fleet`]: everything one loaded registry needs at run time: registry, matcher,
 //!   breakers, clients.
