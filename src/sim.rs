@@ -11,14 +11,20 @@
 //! assistant's role and end with a finish chunk, then usage when asked), `/v1/completions`
 //! (with usage), `/v1/embeddings` (one vector per input; base64 when asked),
 //! `/v1/responses` (the Responses API, stateless as Ollama's: a Response, a function call
-//! when tools are offered, or OpenAI's event stream) and `/v1/models`; an Ollama sim adds
+//! when tools are offered, or OpenAI's event stream), the media endpoints (images
+//! generated, edited or varied from an upload: a small valid PNG, as base64 or a `data:`
+//! URL; transcriptions and translations of an upload: a fixed transcript as JSON, text,
+//! verbose JSON, SRT, VTT or events; speech: a short WAV streamed in chunks; rerank on
+//! `/v1/rerank`, `/v1/reranking` and `/rerank`: a score per document) and `/v1/models`; an
+//! Ollama sim adds
 //! Ollama's own routes, with each model's capabilities. It lists the models
 //! [`Sim::set_models`] names (`labrouter sim --models`) and echoes the one a request names.
 //!
 //! `fault` is the vocabulary, `serve` the port and its connections, `respond` how one request
 //! is answered under the current fault, `ask` what a work request asks of its answer (tools,
 //! thinking, JSON, usage), `answers` the OpenAI-shaped chat and completions answers, `embed`
-//! the embeddings, `responses` the Responses API, `ollama` Ollama's own routes and answers,
+//! the embeddings, `responses` the Responses API, `media` images, audio and rerank,
+//! `ollama` Ollama's own routes and answers,
 //! `feed` the bodies that take time or space, and `counts` what reached the machine.
 
 use std::io;
@@ -37,6 +43,7 @@ mod counts;
 mod embed;
 mod fault;
 mod feed;
+mod media;
 mod ollama;
 mod respond;
 mod responses;

@@ -1,6 +1,6 @@
 //! How one request is answered under the current fault: its route, the faults every work
-//! route shares, then the OpenAI (chat, completions, embeddings, Responses) or Ollama
-//! answer, whole or streamed.
+//! route shares, then the OpenAI (chat, completions, embeddings, Responses), media
+//! (images, audio, rerank: [`super::media`]) or Ollama answer, whole or streamed.
 
 use std::future::pending;
 use std::sync::atomic::Ordering;
@@ -19,6 +19,7 @@ use super::answers;
 use super::ask::Ask;
 use super::embed;
 use super::feed::{huge_body, padded_body, End, Feed, Script};
+use super::media;
 use super::ollama::{self, meta, Reply};
 use super::responses;
 use super::routes::{self, Meta, NativeWork, OpenAiWork, Route};
@@ -73,6 +74,7 @@ pub(super) async fn handle(
             _ => metadata(&inner, meta, req).await,
         };
     }
+    let content_type = req.headers().get(CONTENT_TYPE).cloned();
     let Some(body) = read(req).await else {
         return error(
             shape,
@@ -91,6 +93,9 @@ pub(super) async fn handle(
             StatusCode::NOT_FOUND,
             &format!("no route for {path}"),
         );
+    }
+    if let Route::OpenAi(OpenAiWork::Media(m)) = route {
+        return media::answer(&inner, kill, fault, m, content_type.as_ref(), body).await;
     }
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return error(
@@ -152,6 +157,7 @@ fn huge(route: Route, n: usize) -> Body {
     match route {
         Route::Native(work) => padded_body(n, ollama::huge_head(work)),
         Route::OpenAi(OpenAiWork::Responses) => padded_body(n, responses::HUGE_HEAD),
+        Route::OpenAi(OpenAiWork::Media(m)) => media::huge(m, n),
         _ => huge_body(n),
     }
 }
@@ -320,7 +326,11 @@ async fn metadata(inner: &Inner, route: Meta, req: Request<Incoming>) -> Respons
 }
 
 /// A response with this status, content type and body.
-fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response<Body> {
+pub(super) fn reply(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Body>,
+) -> Response<Body> {
     let mut resp = Response::new(body.into());
     *resp.status_mut() = status;
     resp.headers_mut()
@@ -329,7 +339,7 @@ fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Body>) 
 }
 
 /// A JSON response.
-fn json_reply(status: StatusCode, v: Value) -> Response<Body> {
+pub(super) fn json_reply(status: StatusCode, v: Value) -> Response<Body> {
     reply(status, "application/json", v.to_string())
 }
 
@@ -342,7 +352,11 @@ fn error(shape: Shape, status: StatusCode, message: &str) -> Response<Body> {
 }
 
 /// An OpenAI-style error answer; `param` names the request field at fault, if one is.
-fn openai_error(status: StatusCode, message: &str, param: Option<&str>) -> Response<Body> {
+pub(super) fn openai_error(
+    status: StatusCode,
+    message: &str,
+    param: Option<&str>,
+) -> Response<Body> {
     let kind = match status.as_u16() {
         429 => "rate_limit_exceeded",
         400..=499 => "invalid_request_error",
