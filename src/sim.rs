@@ -16,16 +16,16 @@
 //! URL; transcriptions and translations of an upload: a fixed transcript as JSON, text,
 //! verbose JSON, SRT, VTT or events; speech: a short WAV streamed in chunks; rerank on
 //! `/v1/rerank`, `/v1/reranking` and `/rerank`: a score per document) and `/v1/models`; an
-//! Ollama sim adds
-//! Ollama's own routes, with each model's capabilities. It lists the models
+//! Ollama sim adds Ollama's own routes, with each model's capabilities. It lists the models
 //! [`Sim::set_models`] names (`labrouter sim --models`) and echoes the one a request names.
 //!
 //! `fault` is the vocabulary, `serve` the port and its connections, `respond` how one request
-//! is answered under the current fault, `ask` what a work request asks of its answer (tools,
-//! thinking, JSON, usage), `answers` the OpenAI-shaped chat and completions answers, `embed`
-//! the embeddings, `responses` the Responses API, `media` images, audio and rerank,
-//! `ollama` Ollama's own routes and answers,
-//! `feed` the bodies that take time or space, and `counts` what reached the machine.
+//! is answered under the current fault, `reply` the bodies and errors every answer builds
+//! on, `ask` what a work request asks of its answer (tools, thinking, JSON, usage),
+//! `answers` the OpenAI-shaped chat and completions answers, `embed` the embeddings,
+//! `responses` the Responses API, `media` images, audio and rerank, `ollama` Ollama's own
+//! routes and answers, `feed` the bodies that take time or space, and `counts` what reached
+//! the machine.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -45,6 +45,7 @@ mod fault;
 mod feed;
 mod media;
 mod ollama;
+mod reply;
 mod respond;
 mod responses;
 mod routes;

@@ -18,7 +18,8 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::feed::{End, Feed, Script};
-use super::respond::{json_reply, openai_error, reply};
+use super::reply::{json_reply, openai_error, reply};
+use super::routes::Media;
 use super::{lock, Fault, Inner, DEFAULT_MODEL};
 
 mod audio;
@@ -30,25 +31,6 @@ use form::Form;
 
 #[cfg(test)]
 pub(super) use audio::CHUNK as SPEECH_CHUNK;
-
-/// The media work routes.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Media {
-    /// `POST /v1/images/generations` (JSON)
-    Generations,
-    /// `POST /v1/images/edits` (an upload)
-    Edits,
-    /// `POST /v1/images/variations` (an upload)
-    Variations,
-    /// `POST /v1/audio/transcriptions` (an upload)
-    Transcriptions,
-    /// `POST /v1/audio/translations` (an upload)
-    Translations,
-    /// `POST /v1/audio/speech` (JSON; answered with WAV bytes, streamed)
-    Speech,
-    /// `POST /v1/rerank`, `/v1/reranking`, `/rerank` (JSON)
-    Rerank,
-}
 
 impl Media {
     /// Whether its request is multipart/form-data (an upload), not JSON.

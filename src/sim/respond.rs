@@ -21,6 +21,7 @@ use super::embed;
 use super::feed::{huge_body, padded_body, End, Feed, Script};
 use super::media;
 use super::ollama::{self, meta, Reply};
+use super::reply::{json_reply, openai_error, reply};
 use super::responses;
 use super::routes::{self, Meta, NativeWork, OpenAiWork, Route};
 use super::{lock, Fault, Inner, DEFAULT_MODEL};
@@ -325,45 +326,10 @@ async fn metadata(inner: &Inner, route: Meta, req: Request<Incoming>) -> Respons
     json_reply(StatusCode::OK, answer)
 }
 
-/// A response with this status, content type and body.
-pub(super) fn reply(
-    status: StatusCode,
-    content_type: &'static str,
-    body: impl Into<Body>,
-) -> Response<Body> {
-    let mut resp = Response::new(body.into());
-    *resp.status_mut() = status;
-    resp.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp
-}
-
-/// A JSON response.
-pub(super) fn json_reply(status: StatusCode, v: Value) -> Response<Body> {
-    reply(status, "application/json", v.to_string())
-}
-
 /// An error answer in `shape`.
 fn error(shape: Shape, status: StatusCode, message: &str) -> Response<Body> {
     match shape {
         Shape::OpenAi => openai_error(status, message, None),
         Shape::Ollama => json_reply(status, ollama::error_body(message)),
     }
-}
-
-/// An OpenAI-style error answer; `param` names the request field at fault, if one is.
-pub(super) fn openai_error(
-    status: StatusCode,
-    message: &str,
-    param: Option<&str>,
-) -> Response<Body> {
-    let kind = match status.as_u16() {
-        429 => "rate_limit_exceeded",
-        400..=499 => "invalid_request_error",
-        _ => "server_error",
-    };
-    json_reply(
-        status,
-        json!({"error":{"message":message,"type":kind,"param":param,"code":null}}),
-    )
 }

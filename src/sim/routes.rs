@@ -4,7 +4,6 @@
 
 use hyper::Method;
 
-use super::media::Media;
 use crate::registry::Api;
 
 /// A route a request can be on.
@@ -32,6 +31,25 @@ pub(super) enum OpenAiWork {
     Responses,
     /// Images, audio and rerank.
     Media(Media),
+}
+
+/// The media work routes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Media {
+    /// `POST /v1/images/generations` (JSON)
+    Generations,
+    /// `POST /v1/images/edits` (an upload)
+    Edits,
+    /// `POST /v1/images/variations` (an upload)
+    Variations,
+    /// `POST /v1/audio/transcriptions` (an upload)
+    Transcriptions,
+    /// `POST /v1/audio/translations` (an upload)
+    Translations,
+    /// `POST /v1/audio/speech` (JSON; answered with WAV bytes, streamed)
+    Speech,
+    /// `POST /v1/rerank`, `/v1/reranking`, `/rerank` (JSON)
+    Rerank,
 }
 
 /// Ollama's own work routes.
