@@ -31,7 +31,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
@@ -93,6 +93,9 @@ struct Inner {
     /// The models it lists (/v1/models; on Ollama /api/tags, /api/ps) and knows
     /// (/api/show); the first answers a request that names none.
     models: Mutex<Vec<String>>,
+    /// How long drawing takes: an image answer (generation, edit, variation) starts this
+    /// long after its request was read; zero by default.
+    image_time: Mutex<Duration>,
     counts: Counts,
 }
 
@@ -149,6 +152,7 @@ impl Sim {
                 Api::OpenAi => DEFAULT_MODEL.to_owned(),
                 Api::Ollama => DEFAULT_OLLAMA_MODEL.to_owned(),
             }]),
+            image_time: Mutex::new(Duration::ZERO),
             counts: Counts::default(),
         });
         tokio::spawn(serve::accept_loop(inner.clone()));
@@ -206,6 +210,13 @@ impl Sim {
     /// one naming none is answered as the first of these.
     pub fn set_models(&self, models: &[&str]) {
         *lock(&self.inner.models) = models.iter().map(|m| (*m).to_owned()).collect();
+    }
+
+    /// How long drawing takes from now on: image answers start this long after their
+    /// request was read (a GPU draws in seconds, a CPU in minutes); the faults that answer
+    /// without drawing (Status, Malformed, Huge, Reset) do not wait.
+    pub fn set_image_time(&self, d: Duration) {
+        *lock(&self.inner.image_time) = d;
     }
 
     /// Requests received on this exact path, counted when the request head arrived, whatever

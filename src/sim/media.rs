@@ -78,6 +78,10 @@ pub(super) async fn answer(
     content_type: Option<&HeaderValue>,
     body: Bytes,
 ) -> Response<Body> {
+    if matches!(work, Media::Generations | Media::Edits | Media::Variations) {
+        let drawing = *lock(&inner.image_time);
+        tokio::time::sleep(drawing).await;
+    }
     let answer = match ask(inner, work, content_type, body) {
         Ok(a) => a,
         Err(r) => return openai_error(StatusCode::BAD_REQUEST, &r.message, r.param),
