@@ -377,3 +377,20 @@ async fn the_shared_faults_reach_every_media_route() {
     assert_eq!(sim.hits("/v1/images/generations"), 5);
     assert_eq!(sim.work_hits(), 7);
 }
+
+#[tokio::test(start_paused = true)]
+async fn drawing_takes_the_time_it_is_told_and_nothing_else_waits() {
+    let sim = Sim::start("cpu").await.unwrap();
+    sim.set_image_time(Duration::from_secs(90));
+    let start = tokio::time::Instant::now();
+    let url = format!("{}/images/generations", sim.base_url());
+    let resp = post(url, json!({"prompt":"a fox"})).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(start.elapsed() >= Duration::from_secs(90));
+    let start = tokio::time::Instant::now();
+    speak(&sim).await.bytes().await.unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(90),
+        "speech does not draw"
+    );
+}
