@@ -3,9 +3,9 @@
 # `cargo test` with any arguments given (`scripts/test.sh --test ollama_client`).
 #
 # - The official `ollama` and `openai` Python clients (PyPI, pinned), in one venv at
-#   target/test-venv, for tests/ollama_client.rs and tests/sim_clients.rs. python3 and its
-#   venv module come from Debian when missing and this runs as root. A test whose program
-#   or package is missing fails; it never skips.
+#   target/test-venv, for tests/ollama_client.rs, tests/sim_clients.rs and
+#   tests/media_client.rs. python3 and its venv module come from Debian when missing and
+#   this runs as root. A test whose program or package is missing fails; it never skips.
 # - `redis-server` (Debian), for tests/cluster.rs: each test starts its own on a free
 #   loopback port with a temporary directory, and stops it by pid.
 # - libfaketime (Debian: faketime), for the clock-skew scenario of tests/cluster.rs.

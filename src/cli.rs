@@ -120,7 +120,10 @@ pub enum Command {
     /// trying labrouter without a lab).
     ///
     /// It answers as real servers do: /v1/chat/completions, /v1/completions, /v1/embeddings,
-    /// /v1/responses (the Responses API; stateless, as Ollama's) and /v1/models; with
+    /// /v1/responses (the Responses API; stateless, as Ollama's), /v1/images/generations,
+    /// /edits and /variations (a 4x4 PNG), /v1/audio/transcriptions and /translations (a
+    /// fixed transcript), /v1/audio/speech (a short WAV, streamed), /v1/rerank (and
+    /// /v1/reranking, /rerank) and /v1/models; with
     /// `--api ollama` also Ollama's /api/chat, /api/generate, /api/embed, /api/tags,
     /// /api/show, /api/ps and /api/version. Its text is "ok from NAME", streamed as
     /// "NAME-0 NAME-1 NAME-2 "; a request offering tools gets a call to the first one.

@@ -2,8 +2,10 @@
 //! mixed interactive requests, an evening pipeline of tasks, and a scripted outage narrated
 //! as it happens (the README's first command).
 //!
-//! The story: the GPU box goes away for an update (connection refused); while it is away the
-//! CPU box fills its disk (HTTP 500), so no machine that runs the coder model is up, and an
+//! The story: the GPU box goes away for an update (connection refused); an agent asks for
+//! the evening's pictures (image generation tasks, each posted by a follow-up once drawn)
+//! and the CPU box draws them, slower; while the GPU box is away the CPU box fills its
+//! disk (HTTP 500), so no machine that runs the coder model is up, and an
 //! agent submits its evening pipeline (code reviews, each with a follow-up that uses its
 //! answer). Interactive code requests degrade to the small local model; the tasks, which
 //! accept only the coder model, wait instead of failing. The disk is cleaned up and the tasks
@@ -34,13 +36,14 @@ use crate::sim::Sim;
 
 mod agent;
 mod narrate;
+mod pictures;
 mod pipeline;
 mod setup;
 mod show;
 mod summary;
 mod traffic;
 
-pub use summary::{MachineSummary, Summary, TaskSummary};
+pub use summary::{MachineSummary, PictureSummary, Summary, TaskSummary};
 
 use narrate::Narrator;
 use pipeline::Pipeline;
@@ -153,6 +156,9 @@ async fn with_store(
     out: &mut dyn Write,
 ) -> Result<Summary, DemoError> {
     let urls = sims.each_ref().map(|s| s.base_url());
+    // Drawing takes time, more on the CPU box: the pictures show what an outage costs.
+    sims[setup::GPU].set_image_time(scaled(pictures::DRAW_GPU_S, opts.speed));
+    sims[setup::CPU].set_image_time(scaled(pictures::DRAW_CPU_S, opts.speed));
     let yaml = setup::registry_yaml(urls.each_ref().map(String::as_str), opts.speed, state_dir);
     let registry = Registry::parse(&yaml, "demo registry")?;
     let svc = Arc::new(Service::remembering(registry, None)?);
@@ -316,6 +322,20 @@ fn header(
             agent::REVIEWS,
             agent::ROUTE,
             pipeline.targets()
+        ))?;
+    }
+    if let Some(at) = setup::story()
+        .iter()
+        .find(|s| matches!(s.act, setup::Act::Pictures))
+        .map(|s| s.at)
+    {
+        n.plain(&format!(
+            "  pictures: at {} an agent asks for {} image generations on route '{}' (a picture takes {} on gpu-box, {} on ubuntu-box), each posted by a follow-up after it (after: [image], no {{{{after.0}}}}: a picture has no text)",
+            words(scaled(at, opts.speed)),
+            pictures::IMAGES,
+            pictures::ROUTE,
+            words(scaled(pictures::DRAW_GPU_S, opts.speed)),
+            words(scaled(pictures::DRAW_CPU_S, opts.speed)),
         ))?;
     }
     n.plain("")

@@ -11,21 +11,27 @@
 //! assistant's role and end with a finish chunk, then usage when asked), `/v1/completions`
 //! (with usage), `/v1/embeddings` (one vector per input; base64 when asked),
 //! `/v1/responses` (the Responses API, stateless as Ollama's: a Response, a function call
-//! when tools are offered, or OpenAI's event stream) and `/v1/models`; an Ollama sim adds
-//! Ollama's own routes, with each model's capabilities. It lists the models
+//! when tools are offered, or OpenAI's event stream), the media endpoints (images
+//! generated, edited or varied from an upload: a small valid PNG, as base64 or a `data:`
+//! URL; transcriptions and translations of an upload: a fixed transcript as JSON, text,
+//! verbose JSON, SRT, VTT or events; speech: a short WAV streamed in chunks; rerank on
+//! `/v1/rerank`, `/v1/reranking` and `/rerank`: a score per document) and `/v1/models`; an
+//! Ollama sim adds Ollama's own routes, with each model's capabilities. It lists the models
 //! [`Sim::set_models`] names (`labrouter sim --models`) and echoes the one a request names.
 //!
 //! `fault` is the vocabulary, `serve` the port and its connections, `respond` how one request
-//! is answered under the current fault, `ask` what a work request asks of its answer (tools,
-//! thinking, JSON, usage), `answers` the OpenAI-shaped chat and completions answers, `embed`
-//! the embeddings, `responses` the Responses API, `ollama` Ollama's own routes and answers,
-//! `feed` the bodies that take time or space, and `counts` what reached the machine.
+//! is answered under the current fault, `reply` the bodies and errors every answer builds
+//! on, `ask` what a work request asks of its answer (tools, thinking, JSON, usage),
+//! `answers` the OpenAI-shaped chat and completions answers, `embed` the embeddings,
+//! `responses` the Responses API, `media` images, audio and rerank, `ollama` Ollama's own
+//! routes and answers, `feed` the bodies that take time or space, and `counts` what reached
+//! the machine.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
@@ -37,7 +43,9 @@ mod counts;
 mod embed;
 mod fault;
 mod feed;
+mod media;
 mod ollama;
+mod reply;
 mod respond;
 mod responses;
 mod routes;
@@ -85,6 +93,9 @@ struct Inner {
     /// The models it lists (/v1/models; on Ollama /api/tags, /api/ps) and knows
     /// (/api/show); the first answers a request that names none.
     models: Mutex<Vec<String>>,
+    /// How long drawing takes: an image answer (generation, edit, variation) starts this
+    /// long after its request was read; zero by default.
+    image_time: Mutex<Duration>,
     counts: Counts,
     /// Whether a slow answer (SlowFirstByte) takes `one`, so such answers come one at a time.
     serial: AtomicBool,
@@ -144,6 +155,7 @@ impl Sim {
                 Api::OpenAi => DEFAULT_MODEL.to_owned(),
                 Api::Ollama => DEFAULT_OLLAMA_MODEL.to_owned(),
             }]),
+            image_time: Mutex::new(Duration::ZERO),
             counts: Counts::default(),
             serial: AtomicBool::new(false),
             one: tokio::sync::Mutex::new(()),
@@ -209,6 +221,13 @@ impl Sim {
     /// one naming none is answered as the first of these.
     pub fn set_models(&self, models: &[&str]) {
         *lock(&self.inner.models) = models.iter().map(|m| (*m).to_owned()).collect();
+    }
+
+    /// How long drawing takes from now on: image answers start this long after their
+    /// request was read (a GPU draws in seconds, a CPU in minutes); the faults that answer
+    /// without drawing (Status, Malformed, Huge, Reset) do not wait.
+    pub fn set_image_time(&self, d: Duration) {
+        *lock(&self.inner.image_time) = d;
     }
 
     /// Requests received on this exact path, counted when the request head arrived, whatever

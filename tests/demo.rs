@@ -204,16 +204,63 @@ async fn the_narration_tells_each_event_of_the_story_in_order() {
     }
     assert_eq!(
         lines_with(&text, &["failed           0"]).len(),
-        2,
-        "0 requests and 0 tasks failed: {text}"
+        3,
+        "0 requests, 0 pipeline tasks and 0 pictures failed: {text}"
     );
     assert!(
         text.trim_end().ends_with(&format!(
-            "0 of {} requests and 0 of 80 tasks failed.",
+            "0 of {} requests and 0 of 86 tasks failed.",
             s.sent
         )),
         "{text}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_pictures_are_drawn_by_the_cpu_box_while_the_gpu_box_is_away_then_posted() {
+    let (s, text) = play().await;
+    let away = at(&text, &["story: gpu-box goes away"]);
+    let trip = at(
+        &text,
+        &["gpu-box OPEN after 3 failures in a row, last: connection refused"],
+    );
+    assert!(
+        lines_with(&text, &["gpu-box OPEN after 3 failures"])[0]
+            .contains("draw by sdxl-cpu@ubuntu-box"),
+        "{text}"
+    );
+    let asked = at(
+        &text,
+        &["story: an agent asks for tonight's pictures: 3 image generations"],
+    );
+    let submitted = at(
+        &text,
+        &["images: 3 pictures submitted to route 'draw', 3 posts blocked until their picture is drawn"],
+    );
+    let done = at(
+        &text,
+        &[
+            "images: all 3 drawn by sdxl-cpu@ubuntu-box (",
+            "a picture) and 3 posts ran after their picture, 0 failed",
+        ],
+    );
+    let back = at(&text, &["story: gpu-box is back"]);
+    assert!(
+        away < trip && trip < asked && asked < submitted && submitted < done && done < back,
+        "{text}"
+    );
+    let header = at(&text, &["  pictures: at 4.5s an agent asks for 3 image generations on route 'draw' (a picture takes 200ms on gpu-box, 1s on ubuntu-box)"]);
+    assert!(header < away, "{text}");
+    // Every picture drawn by the CPU box (the GPU box was away), each posted after it.
+    let p = &s.images;
+    assert_eq!(p.drawn_by, vec!["sdxl-cpu@ubuntu-box"; 3], "{text}");
+    assert_eq!((p.planned, p.posted, p.failed), (6, 3, 0), "{text}");
+    for line in [
+        "drawn            3   (by sdxl-cpu@ubuntu-box)",
+        "posted           3   (each after its picture, which has no text to put in)",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -16,6 +16,8 @@ mod callbacks;
 mod callbacks_bounds;
 #[path = "tasks/hardening.rs"]
 mod hardening;
+#[path = "tasks/images.rs"]
+mod images;
 #[path = "tasks/outage.rs"]
 mod outage;
 #[path = "tasks/rules.rs"]

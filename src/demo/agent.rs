@@ -86,7 +86,11 @@ pub async fn submit(client: reqwest::Client, router: String) -> Submitted {
 }
 
 /// One submit: the new task's id, or why there is none.
-async fn post(client: &reqwest::Client, url: &str, body: &Value) -> Result<TaskId, String> {
+pub(super) async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+) -> Result<TaskId, String> {
     let resp = client
         .post(url)
         .json(body)

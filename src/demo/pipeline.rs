@@ -100,6 +100,11 @@ impl Pipeline {
         }
     }
 
+    /// The task queue it watches (the pictures' watcher reads it too).
+    pub fn scheduler(&self) -> Arc<Scheduler> {
+        Arc::clone(&self.scheduler)
+    }
+
     /// The targets the tasks accept, for the header: `a, b`.
     pub fn targets(&self) -> String {
         let names: Vec<&str> = self.accepted.iter().map(|(_, t)| t.as_str()).collect();

@@ -25,11 +25,14 @@ pub enum Act {
     Fix(usize),
     /// An agent submits the evening pipeline of tasks (SPEC §10).
     Pipeline,
+    /// An agent asks for the evening's pictures: image generations, each posted after.
+    Pictures,
     /// Traffic stops; tasks in flight finish.
     End,
 }
 
-/// The story: the GPU box goes away for an update and, while it is away, the CPU box fills
+/// The story: the GPU box goes away for an update; an agent asks for the evening's pictures
+/// meanwhile, and the CPU box draws them, slower. While the GPU box is away the CPU box fills
 /// its disk, so no machine that runs the coder model is up; an agent submits its evening
 /// pipeline right then, and its tasks wait instead of failing. The disk is cleaned up, the
 /// GPU box comes back, later hard-freezes and comes back again.
@@ -45,6 +48,11 @@ pub fn story() -> Vec<Step> {
             at: 3.0,
             act: Act::Break(GPU, Fault::Refuse),
             line: "gpu-box goes away for an update (its port refuses connections)",
+        },
+        Step {
+            at: 4.5,
+            act: Act::Pictures,
+            line: "an agent asks for tonight's pictures: 3 image generations on route 'draw', each with a follow-up that posts it once drawn",
         },
         Step {
             at: 9.0,
@@ -130,6 +138,8 @@ models:
   writer-cpu: {{ machine: ubuntu-box, name: "llama3.1:8b" }}
   small: {{ machine: local, name: "qwen3:4b" }}
   vision-small: {{ machine: local, name: "qwen2.5vl:3b" }}
+  sdxl-gpu: {{ machine: gpu-box, name: "sdxl-turbo", kind: image }}
+  sdxl-cpu: {{ machine: ubuntu-box, name: "sdxl-turbo", kind: image }}
 routes:
   - name: code
     keywords: [code, refactor, function, bug, compile, "unit test", rust, python]
@@ -144,6 +154,8 @@ routes:
   - name: chat
     default: true
     chain: [small]
+  - name: draw
+    chain: [sdxl-gpu, sdxl-cpu]
 "#,
         connect = d(0.5),
         first_byte = d(1.0),

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::agent::{self, Submitted};
 use super::narrate::{self, Narrator};
+use super::pictures::{self, Batch, Pictures};
 use super::pipeline::{self, Pipeline};
 use super::setup::{self, scaled, Act, Step};
 use super::traffic::{Done, Traffic};
@@ -44,9 +45,13 @@ pub struct Show<'a> {
     sims: &'a [Sim; 3],
     traffic: Arc<Traffic>,
     pipeline: Pipeline,
+    pictures: Pictures,
     /// The agent's submits, once they are in.
     submitted_tx: mpsc::UnboundedSender<Submitted>,
     submitted_rx: mpsc::UnboundedReceiver<Submitted>,
+    /// The pictures' submits, once they are in.
+    batch_tx: mpsc::UnboundedSender<Batch>,
+    batch_rx: mpsc::UnboundedReceiver<Batch>,
     narrator: Narrator<'a>,
     served: u64,
     rerouted: u64,
@@ -73,6 +78,8 @@ impl<'a> Show<'a> {
             .map(|_| Tally::default())
             .collect();
         let (submitted_tx, submitted_rx) = mpsc::unbounded_channel();
+        let (batch_tx, batch_rx) = mpsc::unbounded_channel();
+        let pictures = Pictures::new(pipeline.scheduler());
         Show {
             speed,
             start,
@@ -80,8 +87,11 @@ impl<'a> Show<'a> {
             sims,
             traffic,
             pipeline,
+            pictures,
             submitted_tx,
             submitted_rx,
+            batch_tx,
+            batch_rx,
             narrator,
             served: 0,
             rerouted: 0,
@@ -119,6 +129,7 @@ impl<'a> Show<'a> {
                     Err(RecvError::Closed) => hub_open = false,
                 },
                 Some(s) = self.submitted_rx.recv() => self.on_submitted(s, transitions).await?,
+                Some(b) = self.batch_rx.recv() => self.on_batch(b, transitions).await?,
                 d = done.recv() => match d {
                     Some(d) => self.on_done(d)?,
                     // Every worker has stopped: the story is over.
@@ -144,15 +155,19 @@ impl<'a> Show<'a> {
         Ok(())
     }
 
-    /// After the story: the pipeline's last tasks finish (or the grace ends).
+    /// After the story: the pipeline's and the pictures' last tasks finish (or the grace
+    /// ends).
     async fn settle(
         &mut self,
         transitions: &mut broadcast::Receiver<Transitioned>,
     ) -> Result<(), DemoError> {
         let until = Instant::now() + scaled(pipeline::GRACE_S, self.speed);
-        while !self.pipeline.finished() && Instant::now() < until {
+        while !(self.pipeline.finished() && self.pictures.finished()) && Instant::now() < until {
             if let Ok(s) = self.submitted_rx.try_recv() {
                 self.on_submitted(s, transitions).await?;
+            }
+            if let Ok(b) = self.batch_rx.try_recv() {
+                self.on_batch(b, transitions).await?;
             }
             self.look(transitions).await?;
             tokio::time::sleep(pipeline::LOOK_EVERY).await;
@@ -171,13 +186,25 @@ impl<'a> Show<'a> {
         self.look(transitions).await
     }
 
-    /// Tells what the pipeline did since the last look; transitions that came meanwhile
+    async fn on_batch(
+        &mut self,
+        b: Batch,
+        transitions: &mut broadcast::Receiver<Transitioned>,
+    ) -> Result<(), DemoError> {
+        for line in self.pictures.submitted(b) {
+            self.narrator.say(&line)?;
+        }
+        self.look(transitions).await
+    }
+
+    /// Tells what the pipeline and the pictures did since the last look; transitions that came meanwhile
     /// are told first, so a task is never told running before its machine is told back.
     async fn look(
         &mut self,
         transitions: &mut broadcast::Receiver<Transitioned>,
     ) -> Result<(), DemoError> {
-        let lines = self.pipeline.observe().await;
+        let mut lines = self.pipeline.observe().await;
+        lines.extend(self.pictures.observe().await);
         if lines.is_empty() {
             return Ok(());
         }
@@ -222,6 +249,14 @@ impl<'a> Show<'a> {
             Act::Pipeline => {
                 let agent = agent::submit(self.traffic.client(), self.traffic.router().to_string());
                 let tx = self.submitted_tx.clone();
+                tokio::spawn(async move {
+                    let _ = tx.send(agent.await);
+                });
+            }
+            Act::Pictures => {
+                let agent =
+                    pictures::submit(self.traffic.client(), self.traffic.router().to_string());
+                let tx = self.batch_tx.clone();
                 tokio::spawn(async move {
                     let _ = tx.send(agent.await);
                 });
@@ -330,14 +365,16 @@ impl<'a> Show<'a> {
             })
             .collect();
         let tasks = self.pipeline.summary().await;
+        let images = self.pictures.summary().await;
         Summary {
             elapsed,
             sent: self.traffic.sent(),
             served: self.served,
             rerouted: self.rerouted,
             requests_failed: self.failed,
-            failed: self.failed + tasks.failed,
+            failed: self.failed + tasks.failed + images.failed,
             tasks,
+            images,
             machines,
         }
     }

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use super::pictures::PictureSummary;
+
 /// What the demo did.
 #[derive(Clone, Debug)]
 pub struct Summary {
@@ -21,6 +23,8 @@ pub struct Summary {
     pub failed: u64,
     /// The evening pipeline.
     pub tasks: TaskSummary,
+    /// The evening's pictures.
+    pub images: PictureSummary,
     /// In registry order: gpu-box, ubuntu-box, local.
     pub machines: Vec<MachineSummary>,
 }
@@ -87,7 +91,10 @@ impl Summary {
 
     /// Every request sent was served and every task of the pipeline succeeded.
     pub fn all_served(&self) -> bool {
-        self.failed == 0 && self.served == self.sent && self.tasks.finished == self.tasks.submitted
+        self.failed == 0
+            && self.served == self.sent
+            && self.tasks.finished == self.tasks.submitted
+            && self.images.failed == 0
     }
 }
 
@@ -106,6 +113,8 @@ impl fmt::Display for Summary {
         self.requests(f)?;
         writeln!(f)?;
         self.tasks.pipeline(f)?;
+        writeln!(f)?;
+        self.images.pictures(f)?;
         writeln!(f)?;
         self.machine_table(f)?;
         writeln!(f)?;
@@ -180,8 +189,8 @@ impl Summary {
             self.saved(),
             self.requests_failed,
             self.sent,
-            self.tasks.failed,
-            self.tasks.planned
+            self.tasks.failed + self.images.failed,
+            self.tasks.planned + self.images.planned
         )
     }
 }
@@ -223,5 +232,27 @@ impl TaskSummary {
             self.follow_ups_ran,
             "each with its review's answer in place of {{after.0}}",
         )
+    }
+}
+
+impl PictureSummary {
+    /// The evening's pictures' counts.
+    fn pictures(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  the evening's pictures (tasks):")?;
+        let mut by = self.drawn_by.clone();
+        by.sort();
+        by.dedup();
+        let by = match by.is_empty() {
+            true => String::new(),
+            false => format!("by {}", by.join(", ")),
+        };
+        row(f, "drawn", self.drawn_by.len() as u64, &by)?;
+        row(
+            f,
+            "posted",
+            self.posted,
+            "each after its picture, which has no text to put in",
+        )?;
+        row(f, "failed", self.failed, "")
     }
 }

@@ -5,12 +5,13 @@ use std::time::Duration;
 /// How the simulated machine misbehaves; switch it at any time with [`Sim::set`].
 ///
 /// Work routes are OpenAI's (/v1/chat/completions, /v1/completions, /v1/embeddings,
-/// /v1/responses) and, on an Ollama sim, Ollama's (/api/chat, /api/generate, /api/embed,
-/// /api/embeddings). Metadata
+/// /v1/responses, the images, audio and rerank routes) and, on an Ollama sim, Ollama's
+/// (/api/chat, /api/generate, /api/embed, /api/embeddings). Metadata
 /// routes (/v1/models; Ollama's /api/tags, /api/ps, /api/version, /api/show and `/`) only
 /// freeze (Hang, StallAfter) or reset (Reset, Refuse); every other fault spares them.
-/// A stream frame is an SSE chunk on OpenAI's routes (one event of a Responses stream), an
-/// NDJSON line on Ollama's.
+/// A stream frame is an SSE chunk on OpenAI's routes (one event of a Responses stream or
+/// of a streamed transcript), an NDJSON line on Ollama's; speech streams its WAV header,
+/// then one frame per chunk of samples.
 ///
 /// [`Sim::set`]: super::Sim::set
 #[derive(Clone, Debug, PartialEq)]
@@ -51,7 +52,8 @@ pub enum Fault {
     StallAfter(usize),
     /// 200 application/json whose body is this many bytes (never fewer than the opening and the
     /// end), sent in 64 KiB frames and never built whole: a valid answer's opening (a chat
-    /// completion; a Response on /v1/responses; on Ollama's routes that route's own answer),
-    /// then spaces, then its end.
+    /// completion; a Response on /v1/responses; an image, a transcript or rerank results on
+    /// theirs; on Ollama's routes that route's own answer), then spaces, then its end.
+    /// Speech answers a WAV of this many bytes instead.
     Huge(usize),
 }

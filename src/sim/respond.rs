@@ -1,6 +1,6 @@
 //! How one request is answered under the current fault: its route, the faults every work
-//! route shares, then the OpenAI (chat, completions, embeddings, Responses) or Ollama
-//! answer, whole or streamed.
+//! route shares, then the OpenAI (chat, completions, embeddings, Responses), media
+//! (images, audio, rerank: [`super::media`]) or Ollama answer, whole or streamed.
 
 use std::future::pending;
 use std::sync::atomic::Ordering;
@@ -19,7 +19,9 @@ use super::answers;
 use super::ask::Ask;
 use super::embed;
 use super::feed::{huge_body, padded_body, End, Feed, Script};
+use super::media;
 use super::ollama::{self, meta, Reply};
+use super::reply::{json_reply, openai_error, reply};
 use super::responses;
 use super::routes::{self, Meta, NativeWork, OpenAiWork, Route};
 use super::{lock, Fault, Inner, DEFAULT_MODEL};
@@ -73,6 +75,7 @@ pub(super) async fn handle(
             _ => metadata(&inner, meta, req).await,
         };
     }
+    let content_type = req.headers().get(CONTENT_TYPE).cloned();
     let Some(body) = read(req).await else {
         return error(
             shape,
@@ -91,6 +94,9 @@ pub(super) async fn handle(
             StatusCode::NOT_FOUND,
             &format!("no route for {path}"),
         );
+    }
+    if let Route::OpenAi(OpenAiWork::Media(m)) = route {
+        return media::answer(&inner, kill, fault, m, content_type.as_ref(), body).await;
     }
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return error(
@@ -158,6 +164,7 @@ fn huge(route: Route, n: usize) -> Body {
     match route {
         Route::Native(work) => padded_body(n, ollama::huge_head(work)),
         Route::OpenAi(OpenAiWork::Responses) => padded_body(n, responses::HUGE_HEAD),
+        Route::OpenAi(OpenAiWork::Media(m)) => media::huge(m, n),
         _ => huge_body(n),
     }
 }
@@ -325,37 +332,10 @@ async fn metadata(inner: &Inner, route: Meta, req: Request<Incoming>) -> Respons
     json_reply(StatusCode::OK, answer)
 }
 
-/// A response with this status, content type and body.
-fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response<Body> {
-    let mut resp = Response::new(body.into());
-    *resp.status_mut() = status;
-    resp.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp
-}
-
-/// A JSON response.
-fn json_reply(status: StatusCode, v: Value) -> Response<Body> {
-    reply(status, "application/json", v.to_string())
-}
-
 /// An error answer in `shape`.
 fn error(shape: Shape, status: StatusCode, message: &str) -> Response<Body> {
     match shape {
         Shape::OpenAi => openai_error(status, message, None),
         Shape::Ollama => json_reply(status, ollama::error_body(message)),
     }
-}
-
-/// An OpenAI-style error answer; `param` names the request field at fault, if one is.
-fn openai_error(status: StatusCode, message: &str, param: Option<&str>) -> Response<Body> {
-    let kind = match status.as_u16() {
-        429 => "rate_limit_exceeded",
-        400..=499 => "invalid_request_error",
-        _ => "server_error",
-    };
-    json_reply(
-        status,
-        json!({"error":{"message":message,"type":kind,"param":param,"code":null}}),
-    )
 }

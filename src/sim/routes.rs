@@ -1,4 +1,5 @@
-//! Which route a request is on: OpenAI's work routes (every sim), Ollama's own work routes
+//! Which route a request is on: OpenAI's work routes, images, audio and rerank included
+//! (every sim), Ollama's own work routes
 //! (an Ollama sim), the metadata routes that answer whatever the load, or none.
 
 use hyper::Method;
@@ -28,6 +29,27 @@ pub(super) enum OpenAiWork {
     Embeddings,
     /// `POST /v1/responses` (the Responses API, which Ollama serves too)
     Responses,
+    /// Images, audio and rerank.
+    Media(Media),
+}
+
+/// The media work routes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Media {
+    /// `POST /v1/images/generations` (JSON)
+    Generations,
+    /// `POST /v1/images/edits` (an upload)
+    Edits,
+    /// `POST /v1/images/variations` (an upload)
+    Variations,
+    /// `POST /v1/audio/transcriptions` (an upload)
+    Transcriptions,
+    /// `POST /v1/audio/translations` (an upload)
+    Translations,
+    /// `POST /v1/audio/speech` (JSON; answered with WAV bytes, streamed)
+    Speech,
+    /// `POST /v1/rerank`, `/v1/reranking`, `/rerank` (JSON)
+    Rerank,
 }
 
 /// Ollama's own work routes.
@@ -77,12 +99,29 @@ pub(super) fn route(api: Api, method: &Method, path: &str) -> Route {
         (&Method::POST, "/v1/embeddings") => Route::OpenAi(OpenAiWork::Embeddings),
         (&Method::POST, "/v1/responses") => Route::OpenAi(OpenAiWork::Responses),
         (&Method::GET, "/v1/models") => Route::Meta(Meta::Models),
+        (&Method::POST, path) => {
+            media(path).map_or(Route::Unknown, |m| Route::OpenAi(OpenAiWork::Media(m)))
+        }
         _ => Route::Unknown,
     };
     match (openai, api) {
         (Route::Unknown, Api::Ollama) => native(method, path),
         _ => openai,
     }
+}
+
+/// The media route a POST to `path` is on, if one.
+fn media(path: &str) -> Option<Media> {
+    Some(match path {
+        "/v1/images/generations" => Media::Generations,
+        "/v1/images/edits" => Media::Edits,
+        "/v1/images/variations" => Media::Variations,
+        "/v1/audio/transcriptions" => Media::Transcriptions,
+        "/v1/audio/translations" => Media::Translations,
+        "/v1/audio/speech" => Media::Speech,
+        "/v1/rerank" | "/v1/reranking" | "/rerank" => Media::Rerank,
+        _ => return None,
+    })
 }
 
 /// The route of `method path` among Ollama's own.

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
+mod media;
 mod models;
 mod ollama;
 mod openai;

@@ -40,7 +40,7 @@ impl Seen {
         self.headers.get(name).map_or("", |v| v.to_str().unwrap())
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap()
     }
 }

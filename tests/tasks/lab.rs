@@ -49,6 +49,18 @@ impl Lab {
         Lab::on_full(gpu, cpu, local, dir, tasks, defaults, server).await
     }
 
+    /// [`Lab::start`] with image models too: route `draw` is `sdxl-gpu` (gpu-box), then
+    /// `sdxl-cpu` (ubuntu-box).
+    pub async fn start_images(tasks: &str) -> Lab {
+        let gpu = Sim::start("gpu-box").await.unwrap();
+        let cpu = Sim::start("ubuntu-box").await.unwrap();
+        let local = Sim::start("local").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = format!("  state_dir: \"{}\"\n", dir.path().display());
+        let yaml = with_images(registry_yaml_with(&gpu, &cpu, &local, &server, ""));
+        Lab::serve(gpu, cpu, local, dir, tasks, yaml).await
+    }
+
     /// A router on these machines and this state directory (a restart reuses both).
     pub async fn on(gpu: Sim, cpu: Sim, local: Sim, dir: tempfile::TempDir, tasks: &str) -> Lab {
         Lab::on_with(gpu, cpu, local, dir, tasks, "").await
@@ -75,7 +87,20 @@ impl Lab {
         server_extra: &str,
     ) -> Lab {
         let server = format!("  state_dir: \"{}\"\n{server_extra}", dir.path().display());
-        let mut yaml = registry_yaml_with(&gpu, &cpu, &local, &server, defaults);
+        let yaml = registry_yaml_with(&gpu, &cpu, &local, &server, defaults);
+        Lab::serve(gpu, cpu, local, dir, tasks, yaml).await
+    }
+
+    /// A router on `yaml` (with `tasks` added under `tasks:`), these machines and this
+    /// state directory.
+    async fn serve(
+        gpu: Sim,
+        cpu: Sim,
+        local: Sim,
+        dir: tempfile::TempDir,
+        tasks: &str,
+        mut yaml: String,
+    ) -> Lab {
         if !tasks.is_empty() {
             yaml.push_str("tasks:\n");
             yaml.push_str(tasks);
@@ -249,4 +274,13 @@ impl Lab {
         let i = f.registry.machine_index(machine).unwrap();
         f.machines.phase(i).as_str().to_string()
     }
+}
+
+/// The test registry with an image route, `draw`: the GPU box's model, then the CPU box's.
+fn with_images(yaml: String) -> String {
+    let models = "  sdxl-gpu: { machine: gpu-box, name: sdxl-turbo, kind: image }\n  \
+                  sdxl-cpu: { machine: ubuntu-box, name: sd-cpu, kind: image }\n";
+    let routes = "  - name: draw\n    chain: [sdxl-gpu, sdxl-cpu]\n";
+    yaml.replacen("models:\n", &format!("models:\n{models}"), 1)
+        .replacen("routes:\n", &format!("routes:\n{routes}"), 1)
 }
