@@ -64,6 +64,12 @@ pub struct Asker {
 impl Asker {
     /// A client that sends the key in the environment variable `key_env` (if set).
     pub fn new(key_env: Option<&str>) -> Result<Asker, String> {
+        let key = key_env.and_then(|var| std::env::var(var).ok());
+        Asker::with_key(key)
+    }
+
+    /// A client that sends `key` (if any, and not empty) as a bearer token.
+    fn with_key(key: Option<String>) -> Result<Asker, String> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -71,8 +77,7 @@ impl Asker {
             .user_agent(concat!("labrouter/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-        let auth = key_env
-            .and_then(|var| std::env::var(var).ok())
+        let auth = key
             .filter(|key| !key.is_empty())
             .and_then(|key| HeaderValue::from_str(&format!("Bearer {key}")).ok())
             .map(|mut v| {

@@ -62,7 +62,10 @@ pub async fn run(command: MachineCommand) -> anyhow::Result<ExitCode> {
 #[allow(clippy::print_stdout, reason = "the CLI's printing")]
 async fn add(ask: &Ask<'_>) -> ExitCode {
     match added(ask).await {
-        Ok((plan, reg)) => {
+        Ok((plan, reg, notes)) => {
+            for note in notes {
+                eprintln!("note: {note}");
+            }
             let n = plan.models.len();
             println!(
                 "{}: added machine {} and {n} model{} (version {}); put them in a route's chain to route to them by keyword",
@@ -81,8 +84,9 @@ async fn add(ask: &Ask<'_>) -> ExitCode {
     }
 }
 
-/// Checks, asks, edits, validates and writes; the plan written and the new registry.
-async fn added(ask: &Ask<'_>) -> Result<(Plan, Registry), String> {
+/// Checks, asks, edits, validates and writes; the plan written, the new registry and what
+/// the user should know about it.
+async fn added(ask: &Ask<'_>) -> Result<(Plan, Registry, Vec<String>), String> {
     names::machine_name(ask.name)?;
     if let Some(var) = ask.key_env {
         names::env_name(var)?;
@@ -118,7 +122,24 @@ async fn added(ask: &Ask<'_>) -> Result<(Plan, Registry), String> {
         .map_err(|e| format!("the result would not pass check: {e}"))?;
     read_back(&old, &new, ask, &plan)?;
     write::replace(ask.config, &text, &new_text)?;
-    Ok((plan, new))
+    let notes = now_shared(&old, &plan);
+    Ok((plan, new, notes))
+}
+
+/// For each backend name that one model had and an added one has too: clients could name
+/// the backend name while it was one model's alone (docs/api.md "Routing a request").
+fn now_shared(old: &Registry, plan: &Plan) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (entry, backend, _) in &plan.models {
+        let mut had = old.models.iter().filter(|m| m.backend == *backend);
+        if let (Some(only), None) = (had.next(), had.next()) {
+            notes.push(format!(
+                "{backend} named model {} alone; now {entry} has it too, so a request naming {backend} must name one of them (or a route) instead",
+                only.name
+            ));
+        }
+    }
+    notes
 }
 
 /// What the machine at `root` says it is and serves.

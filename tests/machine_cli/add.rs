@@ -185,6 +185,9 @@ async fn an_openai_machine_with_a_key_is_added_with_the_variable_name_only() {
             .contains("LABROUTER_TEST_UNSET_KEY_VAR is not set here"),
         "{ran:?}"
     );
+    // qwen3:4b was the small model's alone; the note says a request must now name which.
+    let note = "note: qwen3:4b named model small alone; now qwen3-4b-cpu has it too";
+    assert!(ran.stderr.contains(note), "{ran:?}");
     let new = std::fs::read_to_string(&path).unwrap();
     let entry = format!(
         "  cpu:\n    url: {}\n    api_key_env: LABROUTER_TEST_UNSET_KEY_VAR\n",

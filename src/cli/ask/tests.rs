@@ -88,35 +88,51 @@ async fn more_models_than_the_bound_are_refused() {
     );
 }
 
-/// A server on 127.0.0.1 that answers every request with `status` and `body`, once per
-/// connection, and says how many requests it read.
-async fn answering(
-    status: u16,
-    body: Vec<u8>,
-    declare_length: bool,
-) -> (String, tokio::task::JoinHandle<usize>) {
+/// The head of the first request a test server read.
+type FirstHead = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
+/// A server on 127.0.0.1 that answers every request with `status` and `body` (with or
+/// without a content-length), one per connection, for the rest of the test; it keeps the
+/// head of the first request it read.
+async fn answering(status: u16, body: Vec<u8>, declare_length: bool) -> (String, FirstHead) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let root = format!("http://{}", listener.local_addr().unwrap());
-    let served = tokio::spawn(async move {
-        let mut n = 0;
-        while let Ok(Ok((mut conn, _))) =
-            tokio::time::timeout(Duration::from_millis(500), listener.accept()).await
-        {
-            let mut head = [0u8; 4096];
-            let _ = conn.read(&mut head).await;
-            n += 1;
-            let length = if declare_length {
-                format!("content-length: {}\r\n", body.len())
-            } else {
-                String::new()
+    let first = FirstHead::default();
+    let kept = first.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let mut head = vec![0u8; 4096];
+            let n = conn.read(&mut head).await.unwrap_or(0);
+            let seen = String::from_utf8_lossy(&head[..n]).into_owned();
+            kept.lock().unwrap().get_or_insert(seen);
+            let length = match declare_length {
+                true => format!("content-length: {}\r\n", body.len()),
+                false => String::new(),
             };
             let head = format!("HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n{length}connection: close\r\n\r\n");
             let _ = conn.write_all(head.as_bytes()).await;
             let _ = conn.write_all(&body).await;
         }
-        n
     });
-    (root, served)
+    (root, first)
+}
+
+#[tokio::test]
+async fn the_key_goes_as_a_bearer_token_and_never_into_an_error() {
+    let (root, head) = answering(500, b"{}".to_vec(), true).await;
+    let asker = Asker::with_key(Some("k-secret-123".to_owned())).unwrap();
+    let err = asker.identify(&root, Some(Api::OpenAi)).await.unwrap_err();
+    assert_eq!(err, "GET /v1/models answered HTTP 500");
+    let head = head
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_default()
+        .to_lowercase();
+    assert!(
+        head.contains("authorization: bearer k-secret-123\r\n"),
+        "{head}"
+    );
 }
 
 #[tokio::test]
