@@ -57,3 +57,43 @@ fn write_then_rename(target: &Path, tmp: &Path, old: &str, new: &str) -> Result<
     }
     std::fs::rename(tmp, target).map_err(|e| format!("cannot replace it: {e}"))
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    #[test]
+    fn the_file_a_symlink_names_is_replaced_with_its_mode_and_the_link_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.yaml");
+        let link = dir.path().join("registry.yaml");
+        std::fs::write(&real, "old\n").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        replace(&link, "old\n", "old\nnew\n").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "old\nnew\n");
+        let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_file_that_changed_meanwhile_is_left_as_it_is_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.yaml");
+        std::fs::write(&path, "edited by hand\n").unwrap();
+        let err = replace(&path, "as read\n", "as read\nnew\n").unwrap_err();
+        assert!(
+            err.contains("changed while the machine was being asked"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "edited by hand\n");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}
