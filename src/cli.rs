@@ -1,11 +1,16 @@
 //! The command line (SPEC §6): the clap definitions here; each subcommand's body in
-//! [`run()`] (`cli/run.rs`), which the binary calls once it has parsed and started logging.
+//! [`run()`] (`cli/run.rs`), which the binary calls once it has parsed and started logging;
+//! `check` (and `check --live`) in `cli/check.rs`, `machine add` in `cli/machine.rs`, what
+//! both ask a machine in `cli/ask.rs`, `task` in `cli/task.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod ask;
+mod check;
+mod machine;
 mod run;
 pub mod task;
 
@@ -31,7 +36,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// `labrouter sim --api`: which API the simulated machine speaks.
+/// `--api` of `labrouter sim` and `labrouter machine add`: which API a machine speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SimApi {
     Openai,
@@ -71,10 +76,19 @@ pub enum Command {
         #[arg(long, default_value_t = 0, env = "LABROUTER_WORKERS", value_parser = clap::value_parser!(u16).range(0..=1024))]
         workers: u16,
     },
-    /// Validate a registry file without serving.
+    /// Validate a registry file without serving; with --live, also ask every machine.
     Check {
         #[arg(default_value = "registry.yaml")]
         file: PathBuf,
+        /// Then ask every machine at once (at most 5 s each) whether it answers and lists
+        /// each model the registry names on it; exit 1 when one that answered lacks one.
+        #[arg(long)]
+        live: bool,
+    },
+    /// Add a machine to registry.yaml, asking it what it is and what it serves.
+    Machine {
+        #[command(subcommand)]
+        command: MachineCommand,
     },
     /// Print a running router's breakers as a table.
     Status {
@@ -162,6 +176,31 @@ pub enum Command {
         send: bool,
         #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
         config: PathBuf,
+    },
+}
+
+/// `labrouter machine ...`: the lab's machines in registry.yaml.
+#[derive(Debug, Subcommand)]
+pub enum MachineCommand {
+    /// Ask a machine what it is (Ollama answers GET /api/version) and what it serves, print
+    /// it, and add the machine and one model entry per model to registry.yaml, keeping every
+    /// byte already there. Refused, changing nothing (exit 1), when the name exists, the
+    /// machine does not answer within 5 s, or the result would not pass `check`.
+    Add {
+        /// The machine's name in the registry (gpu-box2).
+        name: String,
+        /// Where it answers: http://HOST:PORT, or its OpenAI base URL ending in /v1.
+        url: String,
+        /// The API it speaks; without it, Ollama when GET /api/version answers.
+        #[arg(long, value_enum)]
+        api: Option<SimApi>,
+        /// The registry file to add it to.
+        #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
+        config: PathBuf,
+        /// The environment variable holding the machine's bearer key, for a machine that
+        /// wants one (the registry stores this name, never the key).
+        #[arg(long, value_name = "VAR")]
+        api_key_env: Option<String>,
     },
 }
 

@@ -19,7 +19,8 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve { config, workers } => serve(&config, workers.into()).await,
         Command::Status { url, json } => crate::status::print(&url, json).await,
         Command::Task { url, command } => super::task::run(&url, command).await,
-        Command::Check { file } => check(&file),
+        Command::Check { file, live } => super::check::check(&file, live).await,
+        Command::Machine { command } => super::machine::run(command).await,
         Command::Route {
             text,
             config,
@@ -40,25 +41,6 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => digest(&config, print, send).await,
         Command::Demo { speed, no_progress } => demo(speed, no_progress).await,
     }
-}
-
-/// `labrouter check`: the registry loads, and a cluster's Redis URL is in the environment
-/// (serve would refuse it too).
-fn check(file: &Path) -> anyhow::Result<ExitCode> {
-    let reg = match Registry::load(file) {
-        Ok(reg) => reg,
-        Err(e) => {
-            eprintln!("{e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    if let Some(cluster) = &reg.cluster {
-        if let Err(e) = crate::cluster::Endpoint::from_env(&cluster.redis_url_env) {
-            eprintln!("{}: cluster: {e}", file.display());
-            return Ok(ExitCode::FAILURE);
-        }
-    }
-    check_ok(file, &reg)
 }
 
 /// `labrouter route`: the route, chain and why for a prompt, printed.
@@ -193,17 +175,4 @@ async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
-}
-
-#[allow(clippy::print_stdout, reason = "the CLI's printing")]
-fn check_ok(file: &std::path::Path, reg: &Registry) -> anyhow::Result<ExitCode> {
-    println!(
-        "{}: ok: {} machines, {} models, {} routes (version {})",
-        file.display(),
-        reg.machines.len(),
-        reg.models.len(),
-        reg.routes.len(),
-        reg.version
-    );
-    Ok(ExitCode::SUCCESS)
 }
