@@ -1,4 +1,4 @@
-//! What a routing decision costs (SPEC §2): `Matcher::decide` for a 10 KB prompt over a
+//! What a routing decision costs (docs/api.md "Routing a request"): `Matcher::decide` for a 10 KB prompt over a
 //! registry of 1,000 routes × 5 keywords (5,000 distinct keywords, one- and two-word).
 //! Nothing is contacted: the machines only need valid URLs. Run: `cargo bench --bench route`.
 //!

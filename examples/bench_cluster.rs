@@ -1,4 +1,4 @@
-//! What sharing verdicts through Redis costs (SPEC §12, issue 14), for
+//! What sharing verdicts through Redis costs (README "Several routers", issue 14), for
 //! `scripts/bench-cluster.sh`: the latency of a transition from one router to its peer, and
 //! of the probe-lease round trip, against the bare Redis round trip in the same run.
 //!
@@ -71,7 +71,9 @@ const POLL: Duration = Duration::from_millis(2);
 const PATIENCE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Parser)]
-#[command(about = "Transition and probe-lease latency through a loopback Redis (SPEC §12)")]
+#[command(
+    about = "Transition and probe-lease latency through a loopback Redis (README: Several routers)"
+)]
 struct Args {
     /// The Redis both routers share: redis://127.0.0.1:PORT/0 (loopback only).
     #[arg(long)]

@@ -1,4 +1,4 @@
-//! What tasks cost (SPEC §10), for `scripts/bench.sh`: durable submits per second, the
+//! What tasks cost (docs/api.md "Tasks"), for `scripts/bench.sh`: durable submits per second, the
 //! scheduler's added latency before the first upstream byte, memory and disk per queued
 //! task, and the time to resume a queue at start.
 //!

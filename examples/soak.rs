@@ -24,7 +24,7 @@
 //!    that spans the SIGKILL, the killed process's requests (up to `max_concurrency`) and one
 //!    more probe (a half-open verdict comes back without its probe lease). A probe that ends
 //!    without a verdict (client gone, the request's own deadline, a usable 429) lets the next
-//!    request probe (SPEC §3.4); the router logs each such release, and each allows one more
+//!    request probe (README "What trips a breaker"); the router logs each such release, and each allows one more
 //!    hit in its interval. Hits in the very millisecond a breaker opened are not counted
 //!    against it: the ledger keeps whole milliseconds, so they cannot be ordered against the
 //!    transition (the failures that opened it land there too).
@@ -1062,7 +1062,7 @@ struct Intervals {
 }
 
 /// Per machine, when the router logged that a probe ended without a verdict (client gone,
-/// the request's own deadline, a usable 429): SPEC §3.4 then admits the next request as
+/// the request's own deadline, a usable 429): README "What trips a breaker" then admits the next request as
 /// the probe, so each such line allows one more hit in its half-open interval.
 fn probe_releases(dir: &std::path::Path, names: &[String]) -> Vec<Vec<f64>> {
     let mut out = vec![Vec::new(); names.len()];

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# labrouter cluster benchmark (SPEC §12, issue 14): what sharing verdicts through Redis
+# labrouter cluster benchmark (README "Several routers", issue 14): what sharing verdicts through Redis
 # costs. The added latency of a transition (published by one router, adopted by its peer)
 # and of the probe-lease round trip, against the bare Redis round trip of the same run
 # (examples/bench_cluster.rs: two routers in one process); then the throughput and latency
@@ -269,7 +269,7 @@ beats=$(awk -v t="$LOAD_SECS" 'BEGIN { printf "%d", 2 * (int(t) + 1) + 2 * (int(
 TABLE=$(cat <<EOF
 | measure | result | goal | verdict |
 |---|---|---|---|
-| transition published by one router → adopted by its peer, p50 / p99 ($N forced open + $N closed by hand) | back to back **$(ms "$t50" 3) / $(ms "$t99" 3) ms**$t_idle; max $(ms "$tmax" 3) ms | ≤ 1 s (SPEC §12) | $(ok "$worst_t <= 1000000 && $tmax <= 1000000") |
+| transition published by one router → adopted by its peer, p50 / p99 ($N forced open + $N closed by hand) | back to back **$(ms "$t50" 3) / $(ms "$t99" 3) ms**$t_idle; max $(ms "$tmax" 3) ms | ≤ 1 s (README "Several routers") | $(ok "$worst_t <= 1000000 && $tmax <= 1000000") |
 | probe-lease round trip (\`Machines::pooled\`, won), p50 / p99 | back to back **$(ms "$l50" 3) / $(ms "$l99" 3) ms** against a bare PING $(ms "$g50" 3) / $(ms "$g99" 3) ms ($(ratio "$l50" "$g50" 3)× / $(ratio "$l99" "$g99" 3)×)$l_idle; lost to a peer's lease $(ms "$lost50" 3) / $(ms "$lost99" 3) ms; released (compare-and-delete) $(ms "$(kv "$R_BUSY" p50_us)" 3) / $(ms "$(kv "$R_BUSY" p99_us)" 3) ms after the drop; not won: $unavailable | ≤ cluster.timeout (50 ms), every round won | $(ok "$worst_l <= 50000 && $unavailable == 0") |
 | throughput, ON / OFF ($CONNS connections, $ROUNDS rounds of ${ROUND_SECS}s each) | ON $(thousands "$rn") req/s, OFF $(thousands "$ro") req/s: **$x×** (rounds $RATIO_LO–$RATIO_HI×; spread between rounds: OFF $so%, ON $sn%) | ≥ 0.95×: no measurable difference within this machine's noise | $(ok "$x >= 0.95") |
 | p99 ON − OFF at $CONNS connections (median of rounds) | ON $(ms "$p50n") / $(ms "$p99n") ms, OFF $(ms "$p50o") / $(ms "$p99o") ms (p50 / p99): **$(ms "$d99") ms** (OFF's p99 varies $(ms "$s99") ms between rounds) | within OFF's own spread, or ≤ 0.1 ms | $(ok "$d99 <= ($s99 > 100 ? $s99 : 100)") |
@@ -279,7 +279,7 @@ EOF
 )
 
 echo
-echo "labrouter cluster benchmark (SPEC §12) — $(machine)"
+echo "labrouter cluster benchmark (README "Several routers") — $(machine)"
 echo "Redis $REDIS_VERSION on 127.0.0.1 (nothing saved), cluster.timeout 50 ms. Latencies: examples/bench_cluster, two routers in one process (labrouter::run, 2 tokio workers), $N rounds back to back and $IDLE_N after ${GAP_MS} ms of nothing, nearest-rank percentiles, from A's step to this task seeing B's breaker change. Request path: labrouter sim, router OFF (no cluster:), router ON (cluster: on, the machine shared: true) with an idle peer router; wrk -t$THREADS -c$CONNS, OFF and ON taking turns in $ROUNDS rounds (order alternating) after ${WARMUP}s warm-up, req/s averaged and percentiles the median round; then bench_load at a fixed rate. Everything shares the cores. RSS after the load: OFF $((OFF_RSS_KB / 1024)) MB, ON $((ON_RSS_KB / 1024)) MB."
 echo
 echo "$TABLE"

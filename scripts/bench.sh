@@ -2,7 +2,7 @@
 # labrouter benchmarks: proxy overhead against the simulated machine and against nginx,
 # fast-fail, streaming, a hung machine, the routing decision and memory, all in one run,
 # printed as one markdown table with the targets and whether each is met; then what tasks
-# cost (SPEC §10): durable submits per second, the scheduler's added latency, memory and
+# cost (docs/api.md "Tasks"): durable submits per second, the scheduler's added latency, memory and
 # disk per queued task, and the time to resume a queue, in a second table; last, issue 13's
 # goals (a lean hot path) from the same run: before, now, goal and verdict per measure,
 # with the router's and nginx's CPU per proxied request measured for it.
@@ -27,7 +27,7 @@
 #   BENCH_TASK_QUEUE [10000]  tasks queued for the memory, disk and resume figures
 #   BENCH_ONLY=tasks     run only the task benchmarks
 #   BENCH_ONLY=media     run only the media benchmarks (examples/bench_media: Responses
-#                        streams and conversations, uploads, speech, images; SPEC §13)
+#                        streams and conversations, uploads, speech, images; docs/api.md)
 #   BENCH_MEDIA_N [200]  requests per streamed media measure; BENCH_UPLOAD_MIB [50]
 #   BENCH_ONLY=tiers     run only the tier benchmarks (examples/bench_tiers: requests/s of
 #                        two equal machines as a tier against a plain chain, warm-first time to
@@ -126,7 +126,7 @@ for p in "$P_FAST" "$P_DRIP" "$P_SLOW" "$P_HANG" "$P_ROUTER" "$P_NGINX" "$P_ROUT
   port_free "$p" || die "127.0.0.1:$p is taken (set BENCH_PORT to another base)"
 done
 
-# ---------------------------------------------------------------- tasks (SPEC §10)
+# ---------------------------------------------------------------- tasks (docs/api.md "Tasks")
 # Section 8, defined here: it runs after section 7, or alone with BENCH_ONLY=tasks. Routers
 # whose one machine is held down (forced open by hand), so submitted tasks queue.
 tasks_config() { # listen-port state-dir -> registry file
@@ -198,7 +198,7 @@ task_table() {
   sub_rps=$(kv "$T_SUBMIT" rps) fr=$(kv "$full" rps) nr=$(kv "$normal" rps)
   q_mem=$(kv "$T_QUEUE" mem_per_task_b) l_a50=$(kv "$T_LATENCY" added_p50_us)
   cat <<EOF
-| # | tasks (SPEC §10) | result | goal | verdict |
+| # | tasks (docs/api.md "Tasks") | result | goal | verdict |
 |---|---|---|---|---|
 | 8a | durable submits through HTTP, $TASK_CLIENTS clients, synchronous=FULL (the router, its machine held down) | **$(thousands "$sub_rps")/s**; 202 after p50 $(ms "$(kv "$T_SUBMIT" p50_us)") / p99 $(ms "$(kv "$T_SUBMIT" p99_us)") ms | ≥ 2,000/s | $(ok "$sub_rps >= 2000") |
 | 8a | the same through the library (scheduler + writer, no HTTP), FULL against NORMAL | FULL $(thousands "$fr")/s (p50 $(ms "$(kv "$full" p50_us)") ms), NORMAL $(thousands "$nr")/s (p50 $(ms "$(kv "$normal" p50_us)") ms): **FULL/NORMAL $(ratio "$fr" "$nr")×** | — | — |
@@ -231,7 +231,7 @@ media_benchmarks() {
 }
 media_report() {
   echo
-  echo "Media (SPEC §13): fakes that answer at once, asked directly and through labrouter in turn; medians"
+  echo "Media (docs/api.md): fakes that answer at once, asked directly and through labrouter in turn; medians"
   echo
   echo "$MEDIA_TABLE"
 }
@@ -372,7 +372,7 @@ FF_SENT_UPSTREAM=$(curl -s --max-time 5 "http://127.0.0.1:$P_ROUTER/status" |
 # ---------------------------------------------------------------- 4: streaming
 log "4. streaming: $CHUNKS chunks, $DRIP before each"
 STREAM_BODY='{"model":"stream","stream":true,"messages":[{"role":"user","content":"hi"}]}'
-# The same stream through Ollama's front door, translated SSE -> NDJSON (SPEC §11).
+# The same stream through Ollama's front door, translated SSE -> NDJSON (docs/api.md "The Ollama endpoints").
 OLLAMA_URL="http://127.0.0.1:$P_ROUTER/api/chat"
 OLLAMA_BODY='{"model":"stream","messages":[{"role":"user","content":"hi"}]}'
 TTFT_OUT=$("$LOAD" ttft --url "http://127.0.0.1:$P_DRIP$CHAT" --url "$ROUTER" --url "$OLLAMA_URL" --n 20 \

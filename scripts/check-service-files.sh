@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the service files (SPEC §8) as far as this machine can: the systemd unit verifies,
+# Checks the service files (README "Run it as a service") as far as this machine can: the systemd unit verifies,
 # the launchd plist parses before and after the installer fills it in, the scripts pass the
 # linter (shellcheck), and both installers' --dry-run work. A check whose tool is missing
 # prints SKIP, except the python3 plist parse, which is required. Exits 1 if any check failed.

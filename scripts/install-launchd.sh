@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs labrouter under launchd on macOS (SPEC §8): the binary, the registry, the env file
+# Installs labrouter under launchd on macOS (README "Run it as a service"): the binary, the registry, the env file
 # and launchd/com.labrouter.plist filled in, then (re)loads it with launchctl. Safe to run
 # again: an existing registry.yaml or env file is never touched, unchanged files are not
 # rewritten, and a loaded service is reloaded only when its binary or plist changed.

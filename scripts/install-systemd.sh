@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs labrouter as a systemd service (SPEC §8): the binary, the unit, the registry and
+# Installs labrouter as a systemd service (README "Run it as a service"): the binary, the unit, the registry and
 # the secrets file, then enables and starts it. Safe to run again: an existing
 # /etc/labrouter/registry.yaml or /etc/labrouter/env is never touched, unchanged files are
 # not rewritten, and a running service restarts only when its binary or unit changed.

@@ -1,4 +1,4 @@
-//! The command line (SPEC §6): the clap definitions here; each subcommand's body in
+//! The command line (docs/api.md "Command line"): the clap definitions here; each subcommand's body in
 //! [`run()`] (`cli/run.rs`), which the binary calls once it has parsed and started logging;
 //! `check` (and `check --live`) in `cli/check.rs`, `machine add` in `cli/machine.rs`, what
 //! both ask a machine in `cli/ask.rs`, `task` in `cli/task.rs`.
@@ -99,7 +99,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Submit, show, list and cancel durable tasks on a running router (SPEC §10).
+    /// Submit, show, list and cancel durable tasks on a running router (docs/api.md "Tasks").
     Task {
         /// The router's base URL (bearer key, if needed, from LABROUTER_API_KEY).
         #[arg(
@@ -127,7 +127,7 @@ pub enum Command {
     },
     /// Run the pure breaker on a recorded event trace and print a JSON receipt.
     Replay {
-        /// The trace file (SPEC §9).
+        /// The trace file (docs/api.md "Command line").
         trace: PathBuf,
     },
     /// Run one simulated machine, OpenAI-compatible or Ollama, on a loopback address (for

@@ -248,15 +248,8 @@ async fn with_service(
     Ok(summary)
 }
 
-/// What the demo is about to do, before the clock starts.
-fn header(
-    n: &mut Narrator<'_>,
-    fleet: &Fleet,
-    router: &str,
-    opts: &Options,
-    pipeline: &Pipeline,
-    state_dir: &Path,
-) -> std::io::Result<()> {
+/// The demo's machines, with what each speaks and serves, the router and the routes.
+fn lab_lines(n: &mut Narrator<'_>, fleet: &Fleet, router: &str) -> std::io::Result<()> {
     let reg = &fleet.registry;
     n.plain("labrouter demo: three simulated machines and the router, all on 127.0.0.1")?;
     for (i, m) in reg.machines.enumerate() {
@@ -286,6 +279,20 @@ fn header(
         let chain: Vec<String> = r.chain.iter().map(|&m| reg.target_name(m)).collect();
         n.plain(&format!("  route {:<10} {}", r.name, chain.join(" -> ")))?;
     }
+    Ok(())
+}
+
+/// What the demo is about to do, before the clock starts.
+fn header(
+    n: &mut Narrator<'_>,
+    fleet: &Fleet,
+    router: &str,
+    opts: &Options,
+    pipeline: &Pipeline,
+    state_dir: &Path,
+) -> std::io::Result<()> {
+    let reg = &fleet.registry;
+    lab_lines(n, fleet, router)?;
     if let Some(m) = reg.machines.iter().next() {
         let (b, t) = (&m.breaker, &m.timeouts);
         n.plain(&format!(

@@ -1,4 +1,4 @@
-//! `labrouter task submit|show|list|cancel` (SPEC §10) as a user runs them: the real
+//! `labrouter task submit|show|list|cancel` (docs/api.md "Tasks") as a user runs them: the real
 //! binary as a child process against a whole router served in-process on 127.0.0.1, with
 //! simulated machines and a task store in a temporary directory. The wire is the witness:
 //! the machines' hit counts say what the tasks sent. Real time, so waits are bounded polls.

@@ -1,4 +1,4 @@
-//! SPEC §12, several routers with one view of the lab: three real `labrouter` processes on
+//! README "Several routers", several routers with one view of the lab: three real `labrouter` processes on
 //! one real `redis-server`, in front of the same simulated machines. What it proves:
 //!
 //! - an outage one router learns is adopted by the others within 1 s, and they never send

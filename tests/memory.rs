@@ -1,4 +1,4 @@
-//! Memory across restarts (SPEC §3.6, §3.7): a real SQLite file, whole routers
+//! Memory across restarts (README "What it remembers", §3.7): a real SQLite file, whole routers
 //! (`labrouter::run`) in-process on 127.0.0.1, simulated machines counting what reaches them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -385,7 +385,7 @@ async fn an_older_schema_is_migrated_in_place_keeping_its_verdicts() {
     assert_eq!(counters, 0, "the new table exists");
 }
 
-// === SPEC §7: the database does not grow without bound ===
+// === README "Safety": the database does not grow without bound ===
 
 async fn admin(r: &Router, action: &str, body: Value) -> reqwest::Response {
     reqwest::Client::new()

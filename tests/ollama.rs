@@ -1,4 +1,4 @@
-//! Ollama's API in front (SPEC §11), end to end: a real router on 127.0.0.1 with an Ollama
+//! Ollama's API in front (docs/api.md "The Ollama endpoints"), end to end: a real router on 127.0.0.1 with an Ollama
 //! server on the GPU box and OpenAI-only servers on the CPU box and local. The wire is the
 //! witness: tests count what reached each machine, and on which path.
 

@@ -1,5 +1,5 @@
 //! The official `ollama` Python client (from PyPI) against labrouter, an Ollama server on
-//! the GPU box and OpenAI-only servers behind it (SPEC §11). `scripts/test.sh` installs the
+//! the GPU box and OpenAI-only servers behind it (docs/api.md "The Ollama endpoints"). `scripts/test.sh` installs the
 //! client into a venv and names its Python in `LABROUTER_TEST_PYTHON`; without it this
 //! test fails, saying how to get it: a test that skipped could not fail.
 //!

@@ -1,4 +1,4 @@
-//! `labrouter replay` (SPEC §6, §9): determinism, the example traces, and named errors.
+//! `labrouter replay` (docs/api.md "Command line", §9): determinism, the example traces, and named errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use labrouter::replay::{replay, Receipt, ReplayError};
@@ -6,7 +6,7 @@ use labrouter::replay::{replay, Receipt, ReplayError};
 const FLAKY_GPU: &str = include_str!("../examples/traces/flaky-gpu.json");
 const PROBE_RECOVERY: &str = include_str!("../examples/traces/probe-recovery.json");
 
-/// The SPEC §9 policy with the given events.
+/// The docs/api.md "Command line" policy with the given events.
 fn trace(events: &str) -> String {
     format!(
         r#"{{"breaker": {{"failure_threshold": 3, "cooldown": "20s", "backoff": 2.0,
@@ -60,7 +60,7 @@ fn flipping_one_failure_to_a_success_changes_the_receipt_and_hash() {
 
 #[test]
 fn the_spec_example_taken_literally_completes_a_call_twice() {
-    // SPEC §9's three events admit one call and complete it twice.
+    // docs/api.md "Command line"'s three events admit one call and complete it twice.
     let e = error(&trace(
         r#"{"at_ms": 0, "machine": "search", "event": "request"},
            {"at_ms": 5, "machine": "search", "event": "failure", "reason": "timeout"},

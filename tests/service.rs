@@ -331,7 +331,7 @@ async fn status_and_dashboard_show_every_machine_and_state() {
     assert!(v["host"]["mem_total_bytes"].as_u64().unwrap() > 0);
     assert!(v["host"]["uptime_s"].as_u64().is_some());
 
-    // A browser asks for HTML (anything else gets Ollama's greeting, SPEC §11).
+    // A browser asks for HTML (anything else gets Ollama's greeting, docs/api.md "The Ollama endpoints").
     let page = reqwest::Client::new()
         .get(format!("{base}/"))
         .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")

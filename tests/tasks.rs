@@ -1,4 +1,4 @@
-//! Tasks (SPEC §10) against a real router (`labrouter::run` on a held listener), a real
+//! Tasks (docs/api.md "Tasks") against a real router (`labrouter::run` on a held listener), a real
 //! SQLite file and simulated machines on 127.0.0.1. The wire is the witness: the tests
 //! count what reached each machine; waits run on tokio's paused clock.
 
@@ -22,5 +22,7 @@ mod images;
 mod outage;
 #[path = "tasks/rules.rs"]
 mod rules;
+#[path = "tasks/tiers.rs"]
+mod tiers;
 #[path = "tasks/views.rs"]
 mod views;

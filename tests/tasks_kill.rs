@@ -1,4 +1,4 @@
-//! SPEC §10, durable: the real binary killed with SIGKILL while tasks wait, run and queue,
+//! docs/api.md "Tasks", durable: the real binary killed with SIGKILL while tasks wait, run and queue,
 //! then started again on the same state directory with its machines healthy. Every
 //! acknowledged task ends `succeeded`, none is lost or stored twice, and each request
 //! reached the machines at most twice — once before the kill if it was running, once after.

@@ -1,4 +1,4 @@
-//! Telegram (SPEC §5): alerts, pages, the digest and its schedule, the outbox under a
+//! Telegram (README "Telegram"): alerts, pages, the digest and its schedule, the outbox under a
 //! failing Telegram, and the token kept out of logs. A fake Bot API server on 127.0.0.1
 //! records what teloxide posts; real routers route to simulated machines.
 

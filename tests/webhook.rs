@@ -1,4 +1,4 @@
-//! Task callbacks (SPEC §10) against real receivers on 127.0.0.1: what arrives on the wire,
+//! Task callbacks (docs/api.md "Tasks") against real receivers on 127.0.0.1: what arrives on the wire,
 //! that its signature verifies with the secret alone, and the plain words for each way an
 //! attempt fails. Signatures are checked by an HMAC written out here from SHA-256, not by the
 //! code under test.

@@ -1,4 +1,4 @@
-//! `labrouter task submit|show|list|cancel` (SPEC §10): drive a running router's task queue
+//! `labrouter task submit|show|list|cancel` (docs/api.md "Tasks"): drive a running router's task queue
 //! from a shell. The calls are in `task/client.rs`, what is printed in `task/view.rs`; this
 //! file decides what goes where (stdout: what was asked for; stderr: progress) and the exit
 //! status. CLI glue, so errors are `anyhow`.

@@ -1,4 +1,4 @@
-//! The evening pipeline's agent (SPEC §10): submits code reviews as tasks over HTTP, as a
+//! The evening pipeline's agent (docs/api.md "Tasks"): submits code reviews as tasks over HTTP, as a
 //! real agent would, each with a follow-up that runs after it and uses its answer
 //! (`"after": [review]`, `{{after.0}}` in its content).
 

@@ -1,4 +1,4 @@
-//! The demo's evening pipeline (SPEC §10) as it plays: the agent's tasks ([`super::agent`])
+//! The demo's evening pipeline (docs/api.md "Tasks") as it plays: the agent's tasks ([`super::agent`])
 //! watched as they wait out the outage, run when a machine is back, and finish; and what
 //! they came to, for the summary.
 //!

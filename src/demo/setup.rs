@@ -23,7 +23,7 @@ pub enum Act {
     Break(usize, Fault),
     /// The machine is fixed: answers normally again; its outage window ends.
     Fix(usize),
-    /// An agent submits the evening pipeline of tasks (SPEC §10).
+    /// An agent submits the evening pipeline of tasks (docs/api.md "Tasks").
     Pipeline,
     /// An agent asks for the evening's pictures: image generations, each posted after.
     Pictures,

@@ -29,7 +29,7 @@ pub struct Summary {
     pub machines: Vec<MachineSummary>,
 }
 
-/// The evening pipeline's part in the story (SPEC §10 tasks).
+/// The evening pipeline's part in the story (docs/api.md "Tasks" tasks).
 #[derive(Clone, Debug, Default)]
 pub struct TaskSummary {
     /// Reviews and follow-ups the agent meant to submit.

@@ -73,7 +73,7 @@ const CHAT: [&str; 2] = [
 const PIXEL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
 /// The API a request speaks: agents speak OpenAI's; Home Assistant's small talk and half of
-/// the editor's code requests speak Ollama's (SPEC §11), to the same router.
+/// the editor's code requests speak Ollama's (docs/api.md "The Ollama endpoints"), to the same router.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Api {
     OpenAi,

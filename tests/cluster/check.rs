@@ -1,5 +1,5 @@
 //! `labrouter check FILE` on a registry with `cluster:`: a Redis off loopback must be reached
-//! with a password and `rediss://` (SPEC §12), and the error says so without repeating the
+//! with a password and `rediss://` (README "Several routers"), and the error says so without repeating the
 //! password. The host is a `.invalid` name: nothing resolves it, nothing is dialled.
 
 use std::process::Command;

@@ -18,11 +18,11 @@ use tokio::time::Instant;
 use super::redis::RedisServer;
 use super::router::{self, Reply, Router};
 
-/// Peers adopt a published verdict within this (SPEC §12).
+/// Peers adopt a published verdict within this (README "Several routers").
 pub const ADOPT_WITHIN: Duration = Duration::from_secs(1);
 /// `cluster.probe_lease` in every registry here.
 pub const PROBE_LEASE: Duration = Duration::from_secs(2);
-/// `cluster.timeout` in every registry here. SPEC's 50 ms default is too tight for this lab:
+/// `cluster.timeout` in every registry here. the 50 ms default is too tight for this lab:
 /// three debug-build routers, three sims, Redis and the test share two cores, and in a burst
 /// of 30 a router's lease round trip took over 50 ms now and then (measured: replies of
 /// 40-80 ms). That router then counted Redis as down and probed on its own, as it must, and

@@ -1,4 +1,4 @@
-//! SPEC §7: a web page must not be able to drive the router (CSRF, DNS rebinding), while
+//! README "Safety": a web page must not be able to drive the router (CSRF, DNS rebinding), while
 //! curl, SDKs, agents, Open WebUI, browser extensions and VS Code webviews keep working.
 
 use std::sync::Arc;

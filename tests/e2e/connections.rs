@@ -1,4 +1,4 @@
-//! SPEC §7 on connections: a client that sends its request head slowly is cut at
+//! README "Safety" on connections: a client that sends its request head slowly is cut at
 //! `server.header_timeout`, an idle kept-alive connection at `server.idle_timeout`, and at
 //! most `server.max_connections` are open at once. Paused clock: exact and instant.
 

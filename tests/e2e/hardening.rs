@@ -1,4 +1,4 @@
-//! SPEC §7 on the wire: no answer a machine gives and no header a client sends can crash a
+//! README "Safety" on the wire: no answer a machine gives and no header a client sends can crash a
 //! request; misbehaving machines are failures of that machine, never a dropped connection.
 
 use labrouter::sim::Fault;
@@ -102,7 +102,7 @@ async fn an_answer_over_max_upstream_body_is_malformed_and_falls_back() {
     assert_eq!(resp.bytes().await.unwrap().len(), 512 << 10);
 }
 
-/// SPEC §4: `auto` would embed by keyword (a document mentioning Python would go to the
+/// docs/api.md: `auto` would embed by keyword (a document mentioning Python would go to the
 /// coder model); it is refused.
 #[tokio::test(start_paused = true)]
 async fn embeddings_need_a_model() {

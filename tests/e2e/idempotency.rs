@@ -1,4 +1,4 @@
-//! `Idempotency-Key` on the wire (SPEC §10): one generation per key, counted at the machine;
+//! `Idempotency-Key` on the wire (docs/api.md "Tasks"): one generation per key, counted at the machine;
 //! replays marked `idempotent-replayed: true` for 24 h; the router's own failures not kept.
 
 use std::sync::Arc;

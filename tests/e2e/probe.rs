@@ -1,4 +1,4 @@
-//! Probes on the wire (SPEC §3.4): a half-open machine's verdict comes as soon as it shows
+//! Probes on the wire (README "What trips a breaker"): a half-open machine's verdict comes as soon as it shows
 //! it works (2xx headers, a stream's first chunk, a passed liveness check), not when a long
 //! generation ends; meanwhile, and after, other requests reach it again.
 

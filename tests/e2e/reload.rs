@@ -1,4 +1,4 @@
-//! Reloads (SPEC §7, §8) that retune a machine while a probe is in flight, and settings a
+//! Reloads (README "Safety", §8) that retune a machine while a probe is in flight, and settings a
 //! reload may not change.
 
 use std::time::Duration;

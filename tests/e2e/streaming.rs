@@ -135,7 +135,7 @@ async fn a_stream_slower_than_idle_on_a_live_machine_is_not_a_hang() {
     assert_eq!(t.lab.machines.snapshot(MachineId(0)).breaker.failures, 0);
 }
 
-/// SPEC §3.4 (changed): a stream's first chunk is the probe's verdict, so a client that
+/// README "What trips a breaker" (changed): a stream's first chunk is the probe's verdict, so a client that
 /// leaves after it cannot undo it. (A client that leaves before any sign of health is no
 /// success: `e2e::probe`.)
 #[tokio::test(start_paused = true)]

@@ -94,7 +94,7 @@ impl TestLab {
         TestLab::start_on(gpu, server_extra, defaults_extra, edit).await
     }
 
-    /// The lab with an Ollama server on the GPU box (`api: ollama`, SPEC §11): the CPU box
+    /// The lab with an Ollama server on the GPU box (`api: ollama`, docs/api.md "The Ollama endpoints"): the CPU box
     /// and local speak only OpenAI's API.
     pub async fn start_ollama_gpu() -> TestLab {
         let gpu = Sim::start_ollama("gpu-box").await.expect("sim");

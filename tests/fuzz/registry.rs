@@ -206,7 +206,7 @@ fn valid(u: &mut Unstructured<'_>) -> R<Y> {
     Ok(map(doc))
 }
 
-/// Entries `callback_allow` accepts, in the forms SPEC §10 names.
+/// Entries `callback_allow` accepts, in the forms docs/api.md "Tasks" names.
 const ALLOW: &[&str] = &[
     "http://127.0.0.1:",
     "http://localhost:",
@@ -708,7 +708,7 @@ fn check(r: &Registry) {
             m.task_slots,
             m.max_concurrency
         );
-        // SPEC §10: a lone task that meets a fresh outage waits rather than fails.
+        // docs/api.md "Tasks": a lone task that meets a fresh outage waits rather than fails.
         assert!(
             r.tasks.max_attempts >= p.failure_threshold,
             "{}: max_attempts {} below failure_threshold {}",
@@ -750,7 +750,7 @@ fn check(r: &Registry) {
     assert_eq!(r.version.len(), 16);
 }
 
-/// What `tasks:` promises the task queue (SPEC §10), defaults included.
+/// What `tasks:` promises the task queue (docs/api.md "Tasks"), defaults included.
 fn check_tasks(r: &Registry) {
     let t = &r.tasks;
     assert!((1..=10_000).contains(&t.max_running), "{t:?}");

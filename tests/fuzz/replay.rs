@@ -1,4 +1,4 @@
-//! Target 5: `replay` on generated traces (SPEC §9) and on raw text.
+//! Target 5: `replay` on generated traces (docs/api.md "Command line") and on raw text.
 
 use arbitrary::Unstructured;
 use labrouter::breaker::FailureKind;

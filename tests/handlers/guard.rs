@@ -1,4 +1,4 @@
-//! The guard in front of every handler (SPEC §7): API keys, the Host check against DNS
+//! The guard in front of every handler (README "Safety"): API keys, the Host check against DNS
 //! rebinding, the Origin / Sec-Fetch-Site check against cross-site requests, and the trusted
 //! networks, which it reads from `ConnectInfo` (put there by the server; here by the test).
 

@@ -283,7 +283,7 @@ async fn embeddings_stay_on_their_model_and_reach_ollama_natively() {
         .await;
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["embedding"], json!([0.1, 0.2, 0.3]), "{v}");
-    // The GPU box down: its embeddings never move to another model (SPEC §4).
+    // The GPU box down: its embeddings never move to another model (docs/api.md).
     t.gpu.set(Fault::Refuse);
     let resp = t
         .post("/api/embed", json!({"model": "coder-gpu", "input": "one"}))

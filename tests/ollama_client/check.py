@@ -1,4 +1,4 @@
-"""The official `ollama` Python client against labrouter (SPEC §11).
+"""The official `ollama` Python client against labrouter (docs/api.md "The Ollama endpoints").
 
 Run by tests/ollama_client.rs as `python check.py BASE SCENARIO`; prints one JSON object
 of what the client saw, which the Rust test asserts on together with what reached each

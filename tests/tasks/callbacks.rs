@@ -1,4 +1,4 @@
-//! Task callbacks (SPEC §10, "Callbacks"), received by real servers on 127.0.0.1: what
+//! Task callbacks (docs/api.md "Tasks", "Callbacks"), received by real servers on 127.0.0.1: what
 //! arrives and when, that the signature verifies with the secret alone (HMAC-SHA256
 //! recomputed here), retries until a receiver comes back (across a restart too), and that a
 //! slow or dead receiver delays no one else.

@@ -61,6 +61,21 @@ impl Lab {
         Lab::serve(gpu, cpu, local, dir, tasks, yaml).await
     }
 
+    /// [`Lab::start`] whose route `code` begins with a tier of the GPU and CPU boxes:
+    /// `[[coder-gpu, coder-cpu], small]`.
+    pub async fn start_tiered(tasks: &str) -> Lab {
+        let gpu = Sim::start("gpu-box").await.unwrap();
+        let cpu = Sim::start("ubuntu-box").await.unwrap();
+        let local = Sim::start("local").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = format!("  state_dir: \"{}\"\n", dir.path().display());
+        let yaml = registry_yaml_with(&gpu, &cpu, &local, &server, "");
+        let plain = "chain: [coder-gpu, coder-cpu, small]";
+        assert!(yaml.contains(plain));
+        let yaml = yaml.replace(plain, "chain: [[coder-gpu, coder-cpu], small]");
+        Lab::serve(gpu, cpu, local, dir, tasks, yaml).await
+    }
+
     /// A router on these machines and this state directory (a restart reuses both).
     pub async fn on(gpu: Sim, cpu: Sim, local: Sim, dir: tempfile::TempDir, tasks: &str) -> Lab {
         Lab::on_with(gpu, cpu, local, dir, tasks, "").await

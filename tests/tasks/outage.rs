@@ -1,4 +1,4 @@
-//! The test that matters most (SPEC §10, waiting, not failing): a whole route down for 15
+//! The test that matters most (docs/api.md "Tasks", waiting, not failing): a whole route down for 15
 //! minutes with 200 tasks queued. None fails, the dead machines see only the tries that
 //! opened their breakers and then one probe per cooldown, and the tasks run as soon as a
 //! probe finds a machine back.

@@ -1,4 +1,4 @@
-//! SPEC §10's rules, one test each, counted on the wire.
+//! docs/api.md "Tasks"'s rules, one test each, counted on the wire.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Tasks seen everywhere (SPEC §10): `/status.tasks`, `/metrics`, `labrouter status`'s line
+//! Tasks seen everywhere (docs/api.md "Tasks"): `/status.tasks`, `/metrics`, `labrouter status`'s line
 //! and the daily digest, all read from one lab whose chat route goes down and comes back.
 
 use std::time::Duration;

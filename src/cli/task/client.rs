@@ -57,7 +57,7 @@ pub struct Fetched<T> {
     pub replayed: bool,
 }
 
-/// The body of `POST /v1/tasks` the CLI sends (SPEC §10): a chat request and the options.
+/// The body of `POST /v1/tasks` the CLI sends (docs/api.md "Tasks"): a chat request and the options.
 #[derive(Debug, Serialize, PartialEq)]
 pub struct NewTask {
     pub request: ChatRequest,

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::outcome::TaskStatus;
 
-/// The task object of SPEC §10, as the CLI reads it (summaries lack `attempts` and
+/// The task object of docs/api.md "Tasks", as the CLI reads it (summaries lack `attempts` and
 /// `result`). Codes and reasons stay strings: a newer router may know more of them.
 #[derive(Clone, Debug, Deserialize)]
 pub struct TaskView {
