@@ -46,15 +46,29 @@ pub async fn decide(
     fleet: Arc<Fleet>,
     ask: &crate::route::Ask<'_>,
 ) -> Result<(Arc<Fleet>, crate::route::Routed), crate::route::RouteError> {
+    decide_by(svc, fleet, ask.header.is_some(), |f| {
+        f.matcher.decide_for(&f.registry, ask)
+    })
+    .await
+}
+
+/// [`decide`] with the decision `by` makes (the Ollama side reads `:latest` too); `forced`:
+/// the request named its route by header, which no list changes.
+pub async fn decide_by(
+    svc: &Service,
+    fleet: Arc<Fleet>,
+    forced: bool,
+    by: impl Fn(&Fleet) -> Result<crate::route::Routed, crate::route::RouteError>,
+) -> Result<(Arc<Fleet>, crate::route::Routed), crate::route::RouteError> {
     use crate::route::RouteError;
-    match fleet.matcher.decide_for(&fleet.registry, ask) {
+    match by(&fleet) {
         Err(RouteError::Unknown(unknown)) => {
             let discovers = fleet.registry.machines.iter().any(|m| m.discover);
-            if ask.header.is_some() || !discovers || !miss(svc).await {
+            if forced || !discovers || !miss(svc).await {
                 return Err(RouteError::Unknown(unknown));
             }
             let fleet = svc.fleet();
-            let routed = fleet.matcher.decide_for(&fleet.registry, ask)?;
+            let routed = by(&fleet)?;
             Ok((fleet, routed))
         }
         decided => decided.map(|routed| (fleet, routed)),

@@ -97,7 +97,10 @@ async fn work(svc: &Service, call: Call, req: Request) -> Result<Response, AppEr
         text: &request.text,
         has_image: request.has_image,
     };
-    let decision = resolve(&fleet.matcher, &fleet.registry, ask)?;
+    let (fleet, decision) = crate::discover::decide_by(svc, fleet, route.is_some(), |f| {
+        resolve(&f.matcher, &f.registry, ask)
+    })
+    .await?;
     let asked = asked.unwrap_or_else(|| "auto".to_string());
     if let Some(load) = request.load() {
         return Ok(load::answer(&fleet, &decision, &request, &asked, load).await);

@@ -189,3 +189,26 @@ async fn a_vanished_name_is_not_served_after_the_next_read() {
     let resp = lab.chat("llama3.2:3b").await;
     assert_eq!(resp.status(), 200);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_ollama_door_finds_a_name_added_later_too() {
+    let lab = Lab::start().await;
+    lab.b.set_models(&["llama3.2:3b", "qwen3:4b", "phi4"]);
+    let body =
+        json!({"model": "phi4", "stream": false, "messages": [{"role": "user", "content": "hi"}]});
+    let resp = lab
+        .client
+        .post(format!("{}/api/chat", lab.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-labrouter-target"), "phi4@gpu-b");
+    assert_eq!(
+        lab.tags(),
+        (2, 2),
+        "one extra read of each list, on the miss"
+    );
+    assert_eq!(lab.b.work_hits(), 1);
+}
