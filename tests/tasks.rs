@@ -20,6 +20,8 @@ mod hardening;
 mod images;
 #[path = "tasks/outage.rs"]
 mod outage;
+#[path = "tasks/responses.rs"]
+mod responses;
 #[path = "tasks/rules.rs"]
 mod rules;
 #[path = "tasks/tiers.rs"]

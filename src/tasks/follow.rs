@@ -337,4 +337,51 @@ mod tests {
             Output::Text("t".into())
         );
     }
+
+    #[test]
+    fn a_responses_follow_up_reads_its_parents_output_text_and_fills_its_input() {
+        let answer = br#"{"object":"response","status":"completed","output":[
+            {"type":"reasoning","summary":[]},
+            {"type":"message","role":"assistant","content":[
+                {"type":"output_text","text":"first "},{"type":"refusal","refusal":"no"},
+                {"type":"output_text","text":"second"}]}]}"#;
+        let parent = match output(Endpoint::Responses, answer) {
+            Output::Text(t) => t,
+            Output::Unusable(why) => panic!("{why}"),
+        };
+        assert_eq!(parent, "first second");
+        let cut = br#"{"status":"incomplete","output":[{"type":"message","content":[{"type":"output_text","text":"x"}]}]}"#;
+        assert!(matches!(
+            output(Endpoint::Responses, cut),
+            Output::Unusable(_)
+        ));
+        let calls = br#"{"status":"completed","output":[{"type":"function_call","name":"f","arguments":"{}"}]}"#;
+        assert!(matches!(
+            output(Endpoint::Responses, calls),
+            Output::Unusable(_)
+        ));
+
+        let req = br#"{"model":"m","instructions":"{{after.0}}","input":[{"role":"user","content":[{"type":"input_text","text":"review: {{after.0}}"},{"type":"input_image","image_url":"{{after.0}}"}]},{"role":"user","content":"and {{after.0}}"}]}"#;
+        let out = substitute(
+            Endpoint::Responses,
+            req,
+            std::slice::from_ref(&parent),
+            1 << 20,
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["input"][0]["content"][0]["text"], "review: first second");
+        assert_eq!(v["input"][0]["content"][1]["image_url"], "{{after.0}}");
+        assert_eq!(v["input"][1]["content"], "and first second");
+        assert_eq!(v["instructions"], "{{after.0}}", "input only");
+        let plain = substitute(
+            Endpoint::Responses,
+            br#"{"input":"go on from {{after.0}}"}"#,
+            &[parent],
+            1 << 20,
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&plain).unwrap();
+        assert_eq!(v["input"], "go on from first second");
+    }
 }
