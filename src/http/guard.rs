@@ -33,7 +33,7 @@ const ALLOWED_HEADERS: &str =
 
 /// Headers a page may read from our answers.
 const EXPOSED_HEADERS: &str =
-    "x-labrouter-route, x-labrouter-target, x-labrouter-skipped, retry-after, idempotent-replayed";
+    "x-labrouter-route, x-labrouter-target, x-labrouter-pick, x-labrouter-skipped, retry-after, idempotent-replayed";
 
 /// The middleware: every request passes here before any handler.
 pub async fn guard(state: State<Arc<Service>>, req: Request, next: Next) -> Response {
