@@ -8,7 +8,8 @@
 //! - two Ollama twins of which the first must "load" the model for 5 s (its first answer
 //!   waits that long) and the second lists it in `/api/ps`: mean time to first byte over
 //!   sequential requests, picking warm first (a tier) against strictly in order (a plain
-//!   chain, the cold twin first).
+//!   chain, the cold twin first);
+//! - the pick's cost per request (finding the tiers, reading the targets, ordering them).
 //!
 //! Router and machines run in this process on loopback (the machines are labrouter's own
 //! sim); the figures are ratios between configurations measured here. Prints a markdown
@@ -46,6 +47,7 @@ async fn main() {
     let args = Args::parse();
     let (tier_rps, plain_rps) = throughput(&args).await;
     let (warm_ms, order_ms) = warm_first(&args).await;
+    let picks = [2, 4].map(|n| (n, pick_cost(n)));
     println!("| measure | tier | plain chain | ratio |");
     println!("|---|---|---|---|");
     println!(
@@ -59,6 +61,48 @@ async fn main() {
         args.n,
         order_ms / warm_ms.max(1e-9)
     );
+    for (n, ns) in picks {
+        println!(
+            "| the pick's cost on a request's path, a tier of {n} behind 1,000 routes | {ns:.0} ns | — | goal ≤ 2 µs |"
+        );
+    }
+}
+
+/// Nanoseconds per pick (what `Walk::run` adds for a tier over a plain chain: finding the
+/// route's tiers, reading each target's load and memory, ordering them), for a tier of `n`
+/// behind 1,000 plain routes, over a million picks.
+fn pick_cost(n: usize) -> f64 {
+    use std::fmt::Write;
+    let mut y = String::from("server: { listen: 127.0.0.1:0 }\nmachines:\n");
+    for i in 0..n {
+        let _ = writeln!(y, "  box{i}: {{ url: \"http://127.0.0.1:9/v1\" }}");
+    }
+    y.push_str("models:\n");
+    for i in 0..n {
+        let _ = writeln!(y, "  m{i}: {{ machine: box{i}, name: coder }}");
+    }
+    y.push_str("routes:\n");
+    for r in 0..1000 {
+        let _ = writeln!(y, "  - {{ name: r{r}, chain: [m0] }}");
+    }
+    let tier: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+    let _ = writeln!(y, "  - {{ name: code, chain: [[{}]] }}", tier.join(", "));
+    let fleet = labrouter::Fleet::new(Registry::parse(&y, "pick.yaml").unwrap()).unwrap();
+    let rounds = 1_000_000;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        let reg = &fleet.registry;
+        let tier = &reg.tiers(std::hint::black_box("code"))[0];
+        let mut seen: Vec<labrouter::pick::Seen> = tier
+            .iter()
+            .map(|&m| {
+                let (in_flight, _) = fleet.machines.load(reg.models[m].machine);
+                fleet.picks.seen(reg, m, in_flight)
+            })
+            .collect();
+        std::hint::black_box(labrouter::pick::order(&mut seen).next());
+    }
+    started.elapsed().as_nanos() as f64 / f64::from(rounds)
 }
 
 /// A router on loopback over `yaml`; its base URL.
