@@ -31,7 +31,7 @@
 #   BENCH_MEDIA_N [200]  requests per streamed media measure; BENCH_UPLOAD_MIB [50]
 #   BENCH_ONLY=tiers     run only the tier benchmarks (examples/bench_tiers: requests/s of
 #                        two equal machines as a tier against a plain chain, warm-first time to
-#                        first byte; the pick's cost per request from cargo bench --bench route)
+#                        first byte, the pick's cost per request)
 #   BENCH_WORKERS        `labrouter serve --workers` for the proxy routers (sections 1-7; the
 #                        task routers keep the default)
 #   BENCH_NO_BUILD=1     use the binaries in target/release as they are ($CARGO_TARGET_DIR/release
@@ -240,15 +240,12 @@ media_report() {
 tier_benchmarks() {
   log "tiers: two equal machines as a tier against a plain chain; warm first; the pick's cost"
   TIER_TABLE=$("$BIN/examples/bench_tiers" --secs "${BENCH_TIER_SECS:-5}") || die "bench_tiers failed"
-  PICK_OUT=$(cargo bench --quiet --bench route -- pick_in_a_tier 2>&1) || die "cargo bench pick_in_a_tier failed: $PICK_OUT"
 }
 tier_report() {
   echo
   echo "Tiers (docs/registry.md \"routes:\"): sims answering in 50 ms; the pick's cost per request (goal ≤ 2 µs):"
   echo
   echo "$TIER_TABLE"
-  echo
-  echo "$PICK_OUT" | grep -E 'pick_in_a_tier|^ *[├╰]─ [0-9]'
 }
 if [ "$ONLY" = tiers ]; then
   tier_benchmarks

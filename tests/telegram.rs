@@ -9,7 +9,7 @@ mod fake;
 #[path = "e2e/support.rs"]
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fake::{FakeTelegram, Reply};

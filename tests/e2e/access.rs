@@ -1,32 +1,9 @@
 //! The access log (README "Watching it"): one line per request at `info`, naming where it
 //! went and why others were passed over, never a key; `server.access_log: false` is silent.
 
-use std::sync::{Arc, Mutex};
-
 use labrouter::sim::Fault;
 
-use crate::support::TestLab;
-
-/// A tracing writer into a shared buffer.
-#[derive(Clone, Default)]
-struct Buf(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Buf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buf {
-    type Writer = Buf;
-    fn make_writer(&'a self) -> Buf {
-        self.clone()
-    }
-}
+use crate::support::{LogBuf as Buf, TestLab};
 
 /// The access lines written while `run` ran, as JSON.
 async fn access_lines<F: std::future::Future<Output = ()>>(run: F) -> Vec<serde_json::Value> {

@@ -219,3 +219,24 @@ pub async fn serve(svc: Arc<Service>) -> (String, Arc<Fleet>) {
     ));
     (base, lab)
 }
+
+/// A tracing writer into a shared buffer, for tests that read the log lines.
+#[derive(Clone, Default)]
+pub struct LogBuf(pub Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuf {
+    type Writer = LogBuf;
+    fn make_writer(&'a self) -> LogBuf {
+        self.clone()
+    }
+}

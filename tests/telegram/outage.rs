@@ -3,6 +3,7 @@
 use tokio::time::Instant;
 
 use super::*;
+use crate::support::LogBuf as Buf;
 
 // Paused clock: a request that waited on the hung send would let tokio's clock run on to
 // that send's timeout (3 s), so a routed request's paused-time duration shows any wait on
@@ -102,27 +103,6 @@ fn backoff_doubles_up_to_its_cap_with_jitter_in_the_upper_half() {
     );
     assert_eq!(outbox::backoff(3, base, max, 0.0), Duration::from_secs(4));
     assert_eq!(outbox::backoff(30, base, max, 0.0), Duration::from_secs(30));
-}
-
-/// A tracing writer into a shared buffer.
-#[derive(Clone, Default)]
-struct Buf(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Buf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buf {
-    type Writer = Buf;
-    fn make_writer(&'a self) -> Buf {
-        self.clone()
-    }
 }
 
 #[tokio::test(start_paused = true)]
