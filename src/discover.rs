@@ -39,6 +39,9 @@ pub async fn run(svc: Arc<Service>) {
         .await;
 }
 
+/// When a miss last read each machine's list, by machine name (one per service).
+struct MissReads(Mutex<HashMap<String, Instant>>);
+
 /// Decides `ask` on `fleet`; a model nobody has first makes the `discover: true` machines
 /// read their lists again ([`miss`]), and the decision is made again on what is served then.
 pub async fn decide(
@@ -79,10 +82,10 @@ pub async fn decide_by(
 /// not read for a miss within [`MISS_EVERY`], at once. Whether what is served changed.
 pub async fn miss(svc: &Service) -> bool {
     let fleet = svc.fleet();
-    let last = svc.shared(|| Mutex::new(HashMap::<String, Instant>::new()));
+    let last = svc.shared(|| MissReads(Mutex::new(HashMap::new())));
     let now = Instant::now();
     let due: Vec<MachineId> = {
-        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = last.0.lock().unwrap_or_else(|e| e.into_inner());
         fleet
             .registry
             .machines
