@@ -201,7 +201,7 @@ fn boundary(content_type: &HeaderValue) -> Result<String, BadUpload> {
 }
 
 /// A `key=value` or `key="value"` parameter of a header value.
-fn param(value: &str, key: &str) -> Option<String> {
+pub(crate) fn param(value: &str, key: &str) -> Option<String> {
     value.split(';').skip(1).find_map(|p| {
         let (k, v) = p.split_once('=')?;
         if !k.trim().eq_ignore_ascii_case(key) {

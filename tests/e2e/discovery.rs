@@ -61,6 +61,11 @@ routes:
         self.client.post(url).json(&body).send().await.unwrap()
     }
 
+    async fn get_json(&self, path: &str) -> Value {
+        let resp = self.client.get(format!("{}{path}", self.base)).send();
+        resp.await.unwrap().json().await.unwrap()
+    }
+
     fn tags(&self) -> (u64, u64) {
         (self.a.hits("/api/tags"), self.b.hits("/api/tags"))
     }
@@ -89,15 +94,7 @@ async fn names_found_on_the_machines_are_served_a_shared_one_as_a_tier() {
     assert_eq!(header(&resp, "x-labrouter-target"), "small@gpu-b");
     assert_eq!((lab.a.work_hits(), lab.b.work_hits()), (2, 1));
 
-    let list: Value = lab
-        .client
-        .get(format!("{}/v1/models", lab.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = lab.get_json("/v1/models").await;
     let ids: Vec<&str> = list["data"]
         .as_array()
         .unwrap()
@@ -115,15 +112,7 @@ async fn names_found_on_the_machines_are_served_a_shared_one_as_a_tier() {
         llama["chain"],
         json!(["llama3.2:3b@gpu-a", "llama3.2:3b@gpu-b"])
     );
-    let tags: Value = lab
-        .client
-        .get(format!("{}/api/tags", lab.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tags = lab.get_json("/api/tags").await;
     let names: Vec<&str> = tags["models"]
         .as_array()
         .unwrap()
@@ -140,8 +129,7 @@ async fn names_found_on_the_machines_are_served_a_shared_one_as_a_tier() {
         (1, 1),
         "no list read on a request's path that found its model"
     );
-    let status = lab.client.get(format!("{}/status", lab.base)).send();
-    let status: Value = status.await.unwrap().json().await.unwrap();
+    let status = lab.get_json("/status").await;
     let discovered = |m: &str| status["machines"][m]["discovered"].clone();
     assert_eq!(discovered("gpu-a"), json!(["llama3.2:3b", "qwen3:8b"]));
     assert_eq!(discovered("gpu-b"), json!(["llama3.2:3b"]));

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use hyper::header::HeaderValue;
 use memchr::memmem;
 
-use crate::multipart::Upload;
+use crate::multipart::{param, Upload};
 
 /// One part of the form: its name, its file name if it is a file, and its content.
 pub(super) struct Field {
@@ -73,22 +73,5 @@ fn field(body: &Bytes, start: usize, end: usize) -> Option<Field> {
         name: param(disposition, "name")?,
         filename: param(disposition, "filename"),
         content: body.slice(start + split + 4..end),
-    })
-}
-
-/// A `key=value` or `key="value"` parameter of a header value.
-fn param(value: &str, key: &str) -> Option<String> {
-    value.split(';').skip(1).find_map(|p| {
-        let (k, v) = p.split_once('=')?;
-        if !k.trim().eq_ignore_ascii_case(key) {
-            return None;
-        }
-        let v = v.trim();
-        Some(
-            v.strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .unwrap_or(v)
-                .to_string(),
-        )
     })
 }
