@@ -25,6 +25,8 @@
 //! - [`discover`]: the model lists of `discover: true` machines, served as names clients may
 //!   send.
 //! - [`host`]: the orchestrator's own health (sysinfo).
+//! - [`history`]: the month at a glance: per machine and per day, trips, time open and
+//!   counts, for `/status/history`, the dashboard and the digest's picture.
 //! - [`fleet`]: everything one loaded registry needs at run time: registry, matcher,
 //!   breakers, clients.
 //! - [`service`]: the current fleet behind an atomic swap; reloads.
@@ -57,6 +59,7 @@ pub mod demo;
 pub mod discover;
 mod fleet;
 mod health;
+pub mod history;
 mod host;
 mod http;
 pub mod machines;
