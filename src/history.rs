@@ -64,3 +64,42 @@ impl History {
         names.into_iter().map(|(name, _, _)| name).collect()
     }
 }
+
+/// The last `days` days (today included) in `tz` at `now`, `YYYY-MM-DD`, oldest first.
+pub fn days(now: jiff::Timestamp, tz: &jiff::tz::TimeZone, days: u32) -> Vec<String> {
+    let today = tz.to_datetime(now).date();
+    (0..i64::from(days.clamp(1, MAX_DAYS)))
+        .rev()
+        .filter_map(|back| today.checked_sub(jiff::Span::new().days(back)).ok())
+        .map(|d| d.to_string())
+        .collect()
+}
+
+/// The history of the last `span` days in `tz` at `now` from the store at `path`, for
+/// `machines` (the registry's, in its order) and any other machine the store names in the
+/// span. No store yet: every day zero.
+///
+/// Skeleton: the days and the machines, every count zero; the store's reads come next.
+pub fn read(
+    path: &std::path::Path,
+    machines: &[String],
+    tz: &jiff::tz::TimeZone,
+    span: u32,
+    now: jiff::Timestamp,
+) -> Result<History, crate::store::StoreError> {
+    let _ = path;
+    let days = days(now, tz, span);
+    let row = |day: &String| Day {
+        day: day.clone(),
+        ..Day::default()
+    };
+    let machines = machines
+        .iter()
+        .map(|m| (m.clone(), days.iter().map(row).collect()))
+        .collect();
+    Ok(History {
+        timezone: tz.iana_name().unwrap_or("UTC").to_string(),
+        days,
+        machines,
+    })
+}
