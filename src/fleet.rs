@@ -31,6 +31,7 @@ pub struct Fleet {
     /// `labrouter_request_duration_seconds` per route label (every route's and model's
     /// name), resolved at first use: after the recorder is in, and never per request.
     durations: std::sync::OnceLock<std::collections::HashMap<String, metrics::Histogram>>,
+    overhead: std::sync::OnceLock<metrics::Histogram>,
 }
 
 /// What each `discover: true` machine listed at its last read, by machine name.
@@ -143,6 +144,7 @@ impl Fleet {
         Ok(Fleet {
             redis,
             durations: std::sync::OnceLock::new(),
+            overhead: std::sync::OnceLock::new(),
             matcher: Matcher::new(&registry),
             machines: Machines::with_bus(&registry, bus, old.map(|o| &o.machines)),
             picks: crate::pick::Picks::new(&registry, old.map(|o| (&o.registry, &o.picks))),
@@ -171,6 +173,14 @@ impl Fleet {
             None => metrics::histogram!("labrouter_request_duration_seconds", "route" => label.to_string())
                 .record(seconds),
         }
+    }
+
+    /// Records labrouter's own time in a request: its whole time to the response head less
+    /// the time it waited on machines.
+    pub fn record_overhead(&self, seconds: f64) {
+        self.overhead
+            .get_or_init(|| metrics::histogram!(crate::telemetry::OVERHEAD))
+            .record(seconds);
     }
 
     /// Sets every breaker's state gauge: breakers built before the recorder was installed

@@ -36,6 +36,12 @@ pub static PICK: HeaderName = HeaderName::from_static("x-labrouter-pick");
 #[derive(Clone, Copy, Debug)]
 pub struct MachineAnswer;
 
+/// A response extension on every answer of a chain walk: the time the request spent
+/// waiting on machines (attempts, and x-labrouter-wait's waits for a breaker). The guard
+/// subtracts it from the request's whole time for `labrouter_overhead_seconds`.
+#[derive(Clone, Copy, Debug)]
+pub struct Waited(pub Duration);
+
 /// What a client asked, as each target is sent it and its answers are given back: the
 /// OpenAI side ([`OpenAi`]) passes both as they are; the Ollama side (`crate::ollama`)
 /// translates for machines that speak only OpenAI's API.
@@ -124,7 +130,10 @@ pub async fn forward<F: Front>(
         label,
         started,
         deadline,
+        waited: Default::default(),
     };
+    // Time spent waiting for a breaker to admit (x-labrouter-wait): not labrouter's own.
+    let mut held = Duration::ZERO;
     loop {
         // Registered before the walk, so a change during the walk is not missed.
         let changed = fleet.machines.changed();
@@ -132,7 +141,10 @@ pub async fn forward<F: Front>(
         changed.as_mut().enable();
         let walked = walk.run(chain, &front, &mut Open).await;
         let attempts = match respond(&walk, &front, walked) {
-            Ok(resp) => return resp,
+            Ok(mut resp) => {
+                resp.extensions_mut().insert(Waited(walk.waited() + held));
+                return resp;
+            }
             Err(attempts) => attempts,
         };
         // Nothing served. With x-labrouter-wait, and when nothing was even tried, wait for
@@ -150,12 +162,14 @@ pub async fn forward<F: Front>(
                     () = tokio::time::sleep_until(soonest) => {}
                     () = &mut changed => {}
                 }
+                held += now.elapsed();
                 continue;
             }
         }
         fleet.record_duration(label, started.elapsed().as_secs_f64());
         let mut resp = nothing_served(&fleet, label, &attempts);
         label_headers(resp.headers_mut(), &fleet, label, None, &attempts);
+        resp.extensions_mut().insert(Waited(walk.waited() + held));
         return resp;
     }
 }

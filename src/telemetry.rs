@@ -25,6 +25,15 @@ const WAIT_BUCKETS: &[f64] = &[
     86400.0,
 ];
 
+/// Overhead buckets (seconds): from a few microseconds of proxying to a slow upload read.
+const OVERHEAD_BUCKETS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1,
+    1.0,
+];
+
+/// The histogram of labrouter's own time per routed request (`Fleet::record_overhead`).
+pub const OVERHEAD: &str = "labrouter_overhead_seconds";
+
 /// The histogram of task waits (recorded by the scheduler when a task first starts).
 pub const TASK_WAIT: &str = "labrouter_task_wait_seconds";
 
@@ -37,6 +46,8 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             // A full name wins over a suffix (the exporter tries `Full` matchers first).
             let builder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Full(TASK_WAIT.into()), WAIT_BUCKETS)
+                .ok()?
+                .set_buckets_for_metric(Matcher::Full(OVERHEAD.into()), OVERHEAD_BUCKETS)
                 .ok()?
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
                 .ok()?;
@@ -119,6 +130,11 @@ fn describe() {
     describe_gauge!(
         "labrouter_detached_bytes",
         "Request bytes those detached requests hold (server.max_detached_bytes)"
+    );
+    describe_histogram!(
+        OVERHEAD,
+        Unit::Seconds,
+        "Time a routed request spent in labrouter to its response head, less its time waiting on machines"
     );
     describe_histogram!(
         TASK_WAIT,

@@ -66,4 +66,29 @@ async fn metrics_after_a_trip() {
         has(r#"labrouter_upstream_first_byte_seconds_count{machine="gpu-box"} 3"#),
         "{text}"
     );
+    // labrouter's own time: every routed request is counted; the machine's time is not
+    // labrouter's (on the paused clock only the sim's 300 ms pass at all).
+    assert!(has("labrouter_overhead_seconds_count 4"), "{text}");
+    t.cpu
+        .set(Fault::SlowFirstByte(std::time::Duration::from_millis(300)));
+    assert_eq!(t.chat("code", "hello").await.status(), 200);
+    let text = t
+        .client
+        .get(format!("{}/metrics", t.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(name)).expect(name);
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(value("labrouter_overhead_seconds_count "), 5.0, "{text}");
+    assert!(
+        value(r#"labrouter_request_duration_seconds_sum{route="code"}"#) >= 0.3,
+        "{text}"
+    );
+    assert!(value("labrouter_overhead_seconds_sum ") < 0.01, "{text}");
 }

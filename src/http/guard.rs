@@ -16,6 +16,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use tokio::time::Instant;
 
 use super::error::{AppError, Code};
 use super::owner::Owner;
@@ -41,9 +42,15 @@ pub async fn guard(state: State<Arc<Service>>, req: Request, next: Next) -> Resp
     // included, is shaped so (docs/api.md "The Ollama endpoints"). One layer for both: a request
     // pays for one.
     let ollama = req.uri().path().starts_with("/api/");
-    let access = state.fleet().registry.server.access_log;
+    let fleet = state.fleet();
+    let access = fleet.registry.server.access_log;
     let access = access.then(|| super::access::Access::of(&req));
+    let started = Instant::now();
     let resp = check(state, req, next).await;
+    if let Some(crate::proxy::Waited(waited)) = resp.extensions().get() {
+        let own = started.elapsed().saturating_sub(*waited);
+        fleet.record_overhead(own.as_secs_f64());
+    }
     let resp = if ollama {
         super::ollama::shape(resp).await
     } else {

@@ -5,6 +5,8 @@
 //! held everything back: the proxy answers or waits (`x-labrouter-wait`), a task parks.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode};
 use bytes::Bytes;
@@ -51,6 +53,9 @@ pub struct Walk<'a> {
     pub label: &'a str,
     pub started: Instant,
     pub deadline: Instant,
+    /// Nanoseconds spent waiting on machines, attempt by attempt (from sending to the
+    /// answer or its failure): what is not labrouter's own time (`labrouter_overhead_seconds`).
+    pub waited: AtomicU64,
 }
 
 /// How a walk ended.
@@ -235,6 +240,7 @@ impl Walk<'_> {
             .attempt(model, wire, body, self.deadline, &lease)
             .await
             .and_then(|answer| given(front, model, wire, answer, self.started));
+        self.waited_for(sent);
         if let Ok(Answer::Full { .. } | Answer::Stream { .. }) = &answer {
             fleet.picks.answered(model, sent.elapsed());
         }
@@ -256,6 +262,17 @@ impl Walk<'_> {
         } else {
             Step::Stop
         }
+    }
+
+    /// Adds the time since `sent` to the time spent waiting on machines.
+    fn waited_for(&self, sent: Instant) {
+        let nanos = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.waited.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The time spent waiting on machines so far.
+    pub fn waited(&self) -> Duration {
+        Duration::from_nanos(self.waited.load(Ordering::Relaxed))
     }
 
     /// A machine's answer: served whole or streaming, or refused (the walk ends), or a

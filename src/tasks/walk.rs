@@ -113,6 +113,7 @@ where
         label: &job.label,
         started: Instant::now(),
         deadline: job.deadline,
+        waited: Default::default(),
     };
     let front = Whole {
         endpoint: job.endpoint,
