@@ -13,6 +13,10 @@
 //!   URL; several go to the URLs in order (an OpenAI body and an Ollama one).
 //! - `streams --url URL --n 1000 --rss-pid PID`: opens N streams at once, waits until every
 //!   one has its first chunk, reads the RSS of PID, holds them a moment, then drops them.
+//! - `fanout --url URL --n 256 --spacing-ms 20`: opens N streams at once and reads them
+//!   to the end; how late each content chunk came against the machine's own spacing (its
+//!   gap from the one before, or from the send for the first, less `spacing`): the most
+//!   concurrent streams a proxy carries with no chunk held back is where that stays small.
 //!
 //! Each prints one line of `key=value` pairs per URL for the script to parse.
 
@@ -69,6 +73,18 @@ enum Mode {
         #[arg(long, default_values_t = [STREAM_BODY.to_string()])]
         body: Vec<String>,
     },
+    /// N concurrent streams read to the end; how late their chunks came.
+    Fanout {
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 256)]
+        n: usize,
+        /// The machine's own delay before each chunk.
+        #[arg(long, default_value_t = 20)]
+        spacing_ms: u64,
+        #[arg(long, default_value = STREAM_BODY)]
+        body: String,
+    },
     /// N concurrent open streams; prints the RSS of `rss_pid` while they are open.
     Streams {
         #[arg(long)]
@@ -89,7 +105,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let urls = match &args.mode {
         Mode::Rate { url, .. } | Mode::Ttft { url, .. } => url.clone(),
-        Mode::Streams { url, .. } => vec![url.clone()],
+        Mode::Streams { url, .. } | Mode::Fanout { url, .. } => vec![url.clone()],
     };
     if let Some(url) = urls.iter().find(|u| !loopback(u)) {
         eprintln!("bench_load: {url} is not a loopback URL; refusing");
@@ -117,6 +133,12 @@ fn main() -> ExitCode {
                 body,
             } => rate(url, rps, secs, slice_secs, warmup_secs, body).await,
             Mode::Ttft { url, n, body } => ttft(url, n, body).await,
+            Mode::Fanout {
+                url,
+                n,
+                spacing_ms,
+                body,
+            } => fanout(url, n, Duration::from_millis(spacing_ms), body).await,
             Mode::Streams {
                 url,
                 n,
@@ -351,18 +373,51 @@ async fn ttft(urls: Vec<String>, n: usize, bodies: Vec<String>) -> Result<String
             let gap_mean = s.gaps.iter().sum::<u64>() as f64 / s.gaps.len().max(1) as f64;
             s.gaps.sort_unstable();
             format!(
-                "TTFT url={url} streams={n} chunks={} ttft_p50_us={} ttft_max_us={} last_p50_us={} gap_mean_us={gap_mean:.0} gap_p50_us={} gap_max_us={} max_chunks_per_read={}",
+                "TTFT url={url} streams={n} chunks={} ttft_p50_us={} ttft_max_us={} last_p50_us={} gap_mean_us={gap_mean:.0} gap_p50_us={} gap_p99_us={} gap_max_us={} max_chunks_per_read={}",
                 s.chunks,
                 pct(&s.first, 0.5),
                 s.first.last().copied().unwrap_or(0),
                 pct(&s.last, 0.5),
                 pct(&s.gaps, 0.5),
+                pct(&s.gaps, 0.99),
                 s.gaps.last().copied().unwrap_or(0),
                 s.most,
             )
         })
         .collect();
     Ok(lines.join("\n"))
+}
+
+async fn fanout(url: String, n: usize, spacing: Duration, body: String) -> Result<String, String> {
+    let client = client(0)?;
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (client, url, body) = (client.clone(), url.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            one_stream(&client, &url, &body).await
+        }));
+    }
+    let (mut late, mut failed, mut chunks) = (Vec::new(), 0usize, 0usize);
+    for t in tasks {
+        match t.await {
+            Ok(Ok((arrivals, _))) if !arrivals.is_empty() => {
+                chunks += arrivals.len();
+                let mut before = Duration::ZERO;
+                for at in arrivals {
+                    late.push(micros((at - before).saturating_sub(spacing)));
+                    before = at;
+                }
+            }
+            _ => failed += 1,
+        }
+    }
+    late.sort_unstable();
+    Ok(format!(
+        "FANOUT url={url} streams={n} failed={failed} chunks={chunks} late_p50_us={} late_p99_us={} late_max_us={}",
+        pct(&late, 0.5),
+        pct(&late, 0.99),
+        late.last().copied().unwrap_or(0),
+    ))
 }
 
 fn rss_kb(pid: u32) -> u64 {

@@ -11,6 +11,7 @@
 #   BENCH_SECS=5 scripts/bench.sh    # shorter runs
 #   BENCH_ONLY=tasks scripts/bench.sh   # only the task benchmarks (~40 s; no wrk or nginx)
 #   BENCH_ONLY=media scripts/bench.sh   # only Responses, uploads, speech and images (~30 s)
+#   BENCH_ONLY=board scripts/bench.sh   # sections 1 and 3 and the board-style figures (~4 min)
 #
 # Environment (defaults in brackets):
 #   BENCH_SECS [9]       seconds of measured load per target (wrk and fixed rate)
@@ -29,6 +30,9 @@
 #   BENCH_ONLY=media     run only the media benchmarks (examples/bench_media: Responses
 #                        streams and conversations, uploads, speech, images; docs/api.md)
 #   BENCH_MEDIA_N [200]  requests per streamed media measure; BENCH_UPLOAD_MIB [50]
+#   BENCH_ONLY=board     sections 1 (with the lean anchor) and 3, then the board-style figures
+#                        (scripts/bench-board.sh: added latency at 1 connection, a throughput
+#                        frontier, 64-chunk streams, RSS under load; BENCH_BOARD_* there)
 #   BENCH_ONLY=tiers     run only the tier benchmarks (examples/bench_tiers: requests/s of
 #                        two equal machines as a tier against a plain chain, warm-first time to
 #                        first byte, the pick's cost per request)
@@ -65,7 +69,7 @@ P_ROUTER=$((BASE + 10)) P_NGINX=$((BASE + 11)) P_ROUTER2=$((BASE + 12))
 P_HELD=$((BASE + 9)) P_TASKS=$((BASE + 13)) P_TASKS2=$((BASE + 14))
 ONLY=${BENCH_ONLY:-}
 WORKERS=${BENCH_WORKERS:-}
-case "$ONLY" in "" | tasks | media | tiers) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks, media or tiers\n' "$ONLY" >&2; exit 2;; esac
+case "$ONLY" in "" | tasks | media | tiers | board) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks, media, tiers or board\n' "$ONLY" >&2; exit 2;; esac
 TASK_SECS=${BENCH_TASK_SECS:-5}
 TASK_CLIENTS=${BENCH_TASK_CLIENTS:-64}
 TASK_QUEUE=${BENCH_TASK_QUEUE:-10000}
@@ -74,10 +78,12 @@ BODY='{"model":"code","messages":[{"role":"user","content":"hi"}]}'
 
 # shellcheck source=scripts/bench-lib.sh
 . "$ROOT/scripts/bench-lib.sh"
+# shellcheck source=scripts/bench-board.sh
+. "$ROOT/scripts/bench-board.sh"
 
 # ---------------------------------------------------------------- tools
 need_install=()
-if [ -z "$ONLY" ]; then
+if [ -z "$ONLY" ] || [ "$ONLY" = board ]; then
   command -v wrk >/dev/null || need_install+=(wrk)
   command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_install+=(nginx)
 fi
@@ -104,7 +110,7 @@ fi
 TARGET=${CARGO_TARGET_DIR:-target}
 case "$TARGET" in /*) ;; *) TARGET=$ROOT/$TARGET;; esac
 BIN=$TARGET/release
-for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks examples/bench_media examples/bench_tiers; do
+for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks examples/bench_media examples/bench_tiers examples/lean_proxy; do
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run cargo build --release --examples"
 done
 
@@ -122,7 +128,7 @@ mb() { awk -v v="$1" 'BEGIN { printf "%.1f", v / 1024 }'; }           # kB -> MB
 mb2() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1024 }'; }          # kB -> MB, 2 decimals
 
 for p in "$P_FAST" "$P_DRIP" "$P_SLOW" "$P_HANG" "$P_ROUTER" "$P_NGINX" "$P_ROUTER2" \
-  "$P_HELD" "$P_TASKS" "$P_TASKS2"; do
+  "$P_HELD" "$P_TASKS" "$P_TASKS2" "$P_DRIP64" "$P_LEAN" "$P_LOGGED"; do
   port_free "$p" || die "127.0.0.1:$p is taken (set BENCH_PORT to another base)"
 done
 
@@ -277,7 +283,7 @@ start sim-hang "$P_HANG" "$SIM" --listen "127.0.0.1:$P_HANG" --name hang --fault
 
 config() { # listen-port state-dir -> registry file
   local f="$TMP/registry-$1.yaml"
-  sed -e "s#@ROUTER@#$1#; s#@STATE@#$2#; s#@FAST@#$P_FAST#g; s#@DRIP@#$P_DRIP#g" \
+  sed -e "s#@ROUTER@#$1#; s#@STATE@#$2#; s#@FAST@#$P_FAST#g; s#@DRIP@#$P_DRIP#g; s#@DRIP64@#$P_DRIP64#g" \
     -e "s#@SLOW@#$P_SLOW#g; s#@HANG@#$P_HANG#g" "$ROOT/benches/bench/registry.yaml.in" >"$f"
   "$BIN/labrouter" check "$f" >/dev/null || die "generated registry $f is invalid"
   echo "$f"
@@ -294,6 +300,7 @@ sed -e "s#@DIR@#$TMP/nginx#g; s#@FAST@#$P_FAST#g; s#@NGINX@#$P_NGINX#g" \
 start nginx "$P_NGINX" "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
   -e "$TMP/nginx/nginx-error.log"
 NGINX_PID=$LAST_PID
+board_start
 
 DIRECT=http://127.0.0.1:$P_FAST$CHAT
 ROUTER=http://127.0.0.1:$P_ROUTER$CHAT
@@ -319,15 +326,16 @@ wrk_rounds() {
   for u in "$@"; do grep "^$u WRK " "$TMP/wrk-rounds" | cut -d' ' -f2- | wrk_agg; done
 }
 log "1. fixed concurrency: $CONNS connections, $THREADS wrk threads, $ROUNDS rounds of ${ROUND_SECS}s per target"
-mapfile -t W < <(wrk_rounds "$DIRECT" "$ROUTER" "$NGINXU")
-[ ${#W[@]} = 3 ] || die "wrk runs failed"
-W_DIRECT=${W[0]} W_ROUTER=${W[1]} W_NGINX=${W[2]}
+mapfile -t W < <(wrk_rounds "$DIRECT" "$ROUTER" "$NGINXU" "$LEANU")
+[ ${#W[@]} = 4 ] || die "wrk runs failed"
+W_DIRECT=${W[0]} W_ROUTER=${W[1]} W_NGINX=${W[2]} W_LEAN=${W[3]}
 for w in "${W[@]}"; do
   if [ "$(kv "$w" status_errors)" != 0 ] || [ "$(kv "$w" socket_errors)" != 0 ]; then
     log "warning: errors during load: $w"
   fi
 done
 
+if [ "$ONLY" != board ]; then
 # ---------------------------------------------------------------- 1c: CPU per request
 # Issue 13: one more fixed-length run each on labrouter and nginx (same body and connections
 # as above), counting the proxy's CPU time meanwhile (perf stat, else /proc; scripts/cpu.sh).
@@ -351,6 +359,7 @@ R_NGINX=$(grep "url=$NGINXU " <<<"$RATE_OUT")
 for r in "$R_DIRECT" "$R_ROUTER" "$R_NGINX"; do
   [ "$(kv "$r" errors)" = 0 ] || log "warning: errors at fixed rate: $r"
 done
+fi
 
 # ---------------------------------------------------------------- 3: fast-fail
 log "3. fast-fail: every machine of route 'shut' opened by hand"
@@ -365,6 +374,14 @@ case "$ff" in *'"circuit_open"'*' 503') ;; *) die "fast-fail did not answer the 
 W_FF=$(BENCH_BODY_OVERRIDE=$SHUT_BODY wrk_rounds "$ROUTER")
 FF_SENT_UPSTREAM=$(curl -s --max-time 5 "http://127.0.0.1:$P_ROUTER/status" |
   grep -o '"shut-a":{[^}]*' | grep -o '"remote_attempts":[0-9]*' | cut -d: -f2 || true)
+
+# ---------------------------------------------------------------- board (scripts/bench-board.sh)
+board_benchmarks
+if [ "$ONLY" = board ]; then
+  board_report
+  if [ -n "${BENCH_OUT:-}" ]; then echo "$BOARD_TABLE" >"$BENCH_OUT"; fi
+  exit 0
+fi
 
 # ---------------------------------------------------------------- 4: streaming
 log "4. streaming: $CHUNKS chunks, $DRIP before each"
@@ -517,6 +534,7 @@ echo "raw: stream labrouter: $S_ROUTER"
 echo "raw: stream labrouter, Ollama door: $S_OLLAMA"
 echo "raw: streams: $M_STREAMS"
 task_report
+board_report
 media_benchmarks
 media_report
 tier_benchmarks
@@ -530,5 +548,5 @@ echo
 echo "raw: cpu labrouter: $C_ROUTER"
 echo "raw: cpu nginx: $C_NGINX"
 if [ -n "${BENCH_OUT:-}" ]; then
-  printf '%s\n\n%s\n\n%s\n\nIssue 13: lean hot path\n\n%s\n' "$TABLE" "$TASK_TABLE" "$MEDIA_TABLE" "$ISSUE13_TABLE" >"$BENCH_OUT"
+  printf '%s\n\n%s\n\n%s\n\n%s\n\nIssue 13: lean hot path\n\n%s\n' "$TABLE" "$TASK_TABLE" "$BOARD_TABLE" "$MEDIA_TABLE" "$ISSUE13_TABLE" >"$BENCH_OUT"
 fi
