@@ -21,7 +21,7 @@ P_FAST=18501 P_ROUTER=18510
 PIDS=()
 cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT
-sed -e "s#@ROUTER@#$P_ROUTER#; s#@STATE@#$TMP/state#; s#@FAST@#$P_FAST#g; s#@DRIP@#18502#g" \
+sed -e "s#@ROUTER@#$P_ROUTER#; s#@STATE@#$TMP/state#; s#@FAST@#$P_FAST#g; s#@DRIP@#18502#g; s#@DRIP64@#18505#g" \
   -e "s#@SLOW@#18503#g; s#@HANG@#18504#g" benches/bench/registry.yaml.in >"$TMP/reg.yaml"
 target/release/examples/bench_sim --listen "127.0.0.1:$P_FAST" --name fast >/dev/null 2>&1 &
 PIDS+=($!)
