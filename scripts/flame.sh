@@ -4,7 +4,8 @@
 # rendered by inferno; then the router's CPU per request from perf stat (scripts/cpu.sh).
 #
 #   scripts/flame.sh [BINARY] [OUT.svg] [TITLE]   (default: target/release/labrouter, flame.svg)
-#   FOLDED=out.folded keeps the folded stacks too.
+#   FOLDED=out.folded keeps the folded stacks too; FLAME_LEAN=1 profiles the lean anchor
+#   (examples/lean_proxy) in the router's place instead.
 #
 # Needs perf and wrk (Debian: linux-perf, wrk) and inferno (cargo install inferno).
 set -euo pipefail
@@ -25,7 +26,11 @@ sed -e "s#@ROUTER@#$P_ROUTER#; s#@STATE@#$TMP/state#; s#@FAST@#$P_FAST#g; s#@DRI
   -e "s#@SLOW@#18503#g; s#@HANG@#18504#g" benches/bench/registry.yaml.in >"$TMP/reg.yaml"
 target/release/examples/bench_sim --listen "127.0.0.1:$P_FAST" --name fast >/dev/null 2>&1 &
 PIDS+=($!)
-RUST_LOG=warn "$B" serve --config "$TMP/reg.yaml" >/dev/null 2>&1 &
+if [ -n "${FLAME_LEAN:-}" ]; then
+  target/release/examples/lean_proxy --listen "127.0.0.1:$P_ROUTER" --upstream "127.0.0.1:$P_FAST" >/dev/null 2>&1 &
+else
+  RUST_LOG=warn "$B" serve --config "$TMP/reg.yaml" >/dev/null 2>&1 &
+fi
 RP=$!
 PIDS+=("$RP")
 sleep 1

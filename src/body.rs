@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use tokio::time::Instant;
 
 /// Why a body could not be read whole.
 #[derive(Debug)]
@@ -36,14 +37,25 @@ where
     let mut frames = std::pin::pin!(frames);
     let mut first: Option<Bytes> = None;
     let mut more: Vec<u8> = Vec::new();
+    // One timer for the whole read, moved on only when it fires: a frame just notes when
+    // it came, so a large body costs no timer per frame.
+    let mut last = Instant::now();
+    let stall = tokio::time::sleep(idle.unwrap_or(Duration::ZERO));
+    let mut stall = std::pin::pin!(stall);
     loop {
-        let next = frames.next();
-        let frame = match idle {
-            Some(idle) => tokio::time::timeout(idle, next)
-                .await
-                .map_err(|_| Unread::Stalled)?,
-            None => next.await,
+        let frame = tokio::select! {
+            biased;
+            frame = frames.next() => frame,
+            () = &mut stall, if idle.is_some() => {
+                let due = crate::clock::after(last, idle.unwrap_or_default());
+                if Instant::now() >= due {
+                    return Err(Unread::Stalled);
+                }
+                stall.as_mut().reset(due);
+                continue;
+            }
         };
+        last = Instant::now();
         let frame = match frame {
             None => break,
             Some(Err(e)) => return Err(Unread::Broken(e)),
@@ -56,6 +68,10 @@ where
         match first.take() {
             None if more.is_empty() => first = Some(frame),
             Some(f) => {
+                // The declared length (within `max`) is reserved once: no doubling, so a
+                // body is held once, not up to twice while its buffer grows.
+                let whole = declared.map_or(0, |n| usize::try_from(n).unwrap_or(max));
+                more.reserve_exact(whole.max(f.len() + frame.len()));
                 more.extend_from_slice(&f);
                 more.extend_from_slice(&frame);
             }
@@ -100,6 +116,26 @@ mod tests {
     async fn a_silent_body_stalls() {
         let silent = futures_util::stream::pending::<Result<Bytes, ()>>();
         let got = collect(silent, None, 10, Some(Duration::from_secs(5))).await;
+        assert!(matches!(got, Err(Unread::Stalled)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn frames_closer_than_idle_never_stall_however_long_the_body_takes() {
+        let slow = futures_util::stream::unfold(0, |i| async move {
+            if i == 5 {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            Some((Ok::<_, ()>(Bytes::from_static(b"ab")), i + 1))
+        });
+        let got = collect(slow, Some(10), 10, Some(Duration::from_secs(5))).await;
+        assert_eq!(&got.unwrap()[..], b"ababababab");
+        let stops = futures_util::stream::unfold(0, |i| async move {
+            let wait = if i == 2 { 6 } else { 4 };
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            Some((Ok::<_, ()>(Bytes::from_static(b"ab")), i + 1))
+        });
+        let got = collect(stops, None, 100, Some(Duration::from_secs(5))).await;
         assert!(matches!(got, Err(Unread::Stalled)));
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::machines::{Bus, Machines};
 use crate::outcome::ids::Table;
-use crate::outcome::MachineId;
+use crate::outcome::{MachineId, ModelId};
 use crate::registry::Registry;
 use crate::route::Matcher;
 use crate::upstream::Upstream;
@@ -23,6 +23,9 @@ pub struct Fleet {
     pub found: Found,
     /// Indexed like `registry.machines`; built once, so no request builds a client.
     pub upstreams: Table<MachineId, Arc<Upstream>>,
+    /// Each model's `x-labrouter-target` value (`NAME@MACHINE`), indexed like
+    /// `registry.models`: built once, not per answer.
+    pub targets: Table<ModelId, Option<axum::http::HeaderValue>>,
     /// Bearer tokens clients must send (from `server.api_keys_env`); empty: no auth.
     pub api_keys: ApiKeys,
     /// The Redis of `cluster:` (README "Several routers"), read from its environment variable and
@@ -150,6 +153,9 @@ impl Fleet {
             picks: crate::pick::Picks::new(&registry, old.map(|o| (&o.registry, &o.picks))),
             found,
             upstreams,
+            targets: (0..registry.models.len())
+                .map(|i| axum::http::HeaderValue::from_str(&registry.target_name(ModelId::from(i))).ok())
+                .collect(),
             api_keys: ApiKeys(api_keys),
             registry,
         })

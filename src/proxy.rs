@@ -135,10 +135,13 @@ pub async fn forward<F: Front>(
     // Time spent waiting for a breaker to admit (x-labrouter-wait): not labrouter's own.
     let mut held = Duration::ZERO;
     loop {
-        // Registered before the walk, so a change during the walk is not missed.
-        let changed = fleet.machines.changed();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
+        // With x-labrouter-wait, registered before the walk, so that a change during the
+        // walk is not missed; without, not at all: it takes the bus's lock twice.
+        let changed = wait_until.map(|_| fleet.machines.changed());
+        let mut changed = std::pin::pin!(changed);
+        if let Some(changed) = changed.as_mut().as_pin_mut() {
+            changed.enable();
+        }
         let walked = walk.run(chain, &front, &mut Open).await;
         let attempts = match respond(&walk, &front, walked) {
             Ok(mut resp) => {
@@ -158,9 +161,15 @@ pub async fn forward<F: Front>(
                     .filter_map(|a| a.retry_after)
                     .min()
                     .map_or(until, |d| crate::clock::after(now, d).min(until));
+                let changed = async {
+                    match changed.as_mut().as_pin_mut() {
+                        Some(changed) => changed.await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     () = tokio::time::sleep_until(soonest) => {}
-                    () = &mut changed => {}
+                    () = changed => {}
                 }
                 held += now.elapsed();
                 continue;
@@ -386,10 +395,8 @@ fn label_headers(
     if let Ok(v) = HeaderValue::from_str(label) {
         h.insert(ROUTE.clone(), v);
     }
-    if let Some(m) = served {
-        if let Ok(v) = HeaderValue::from_str(&fleet.registry.target_name(m)) {
-            h.insert(TARGET.clone(), v);
-        }
+    if let Some(v) = served.and_then(|m| fleet.targets[m].clone()) {
+        h.insert(TARGET.clone(), v);
     }
     if !attempts.is_empty() {
         let list: Vec<String> = attempts

@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -25,7 +25,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Semaphore};
 use tower::ServiceExt;
 
 use crate::clock::{from_now, Instant};
@@ -179,69 +179,93 @@ async fn connection(
     }
 }
 
-/// What one connection is doing, kept up to date by its IO, its requests and their bodies.
-#[derive(Debug, Default)]
+/// What one connection is doing, kept up to date by its IO, its requests and their bodies,
+/// with no wake-up: the watchdog reads it when its one timer fires, and sets that timer to
+/// the deadline it reads (so a connection serving requests back to back costs a timer every
+/// few seconds, not one per request).
+#[derive(Debug)]
 struct Activity {
     /// Requests whose response body is not done yet.
     inflight: AtomicUsize,
     /// Requests started on this connection, ever.
     requests: AtomicU64,
-    /// The watchdog waits for the first byte of the next request.
-    armed: AtomicBool,
-    changed: Notify,
+    /// When the connection last went quiet (its last response done, or its start) or a
+    /// request head began, in nanoseconds since `base`, shifted left once; the low bit is
+    /// set while it waits for the first byte of a next request (quiet), clear once a head
+    /// has begun.
+    since: AtomicU64,
+    base: Instant,
 }
 
+impl Default for Activity {
+    fn default() -> Self {
+        Activity {
+            inflight: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            since: AtomicU64::new(QUIET),
+            base: Instant::now(),
+        }
+    }
+}
+
+/// The low bit of [`Activity::since`]: waiting for the first byte of a next request.
+const QUIET: u64 = 1;
+
 impl Activity {
+    fn stamp(&self, quiet: bool) -> u64 {
+        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX >> 1);
+        (nanos.min(u64::MAX >> 1) << 1) | u64::from(quiet)
+    }
+
+    /// A byte arrived: if the connection was quiet, a request head has begun now.
+    fn heard(&self) {
+        let was = self.since.load(Ordering::Acquire);
+        if was & QUIET != 0 {
+            let _ = self.since.compare_exchange(
+                was,
+                self.stamp(false),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// When the connection should be closed, as its state reads now, and why; `None`
+    /// while a request is in flight (no bound applies then).
+    fn due(&self, limits: Limits) -> Option<(Instant, &'static str)> {
+        if self.inflight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let since = self.since.load(Ordering::Acquire);
+        let at = crate::clock::after(self.base, Duration::from_nanos(since >> 1));
+        if since & QUIET == 0 {
+            let head = crate::clock::after(at, limits.header_timeout);
+            return Some((head, "request head too slow (server.header_timeout)"));
+        }
+        // A new connection owes its first request at once; a kept-alive one may idle.
+        let idle = if self.requests.load(Ordering::Acquire) == 0 {
+            limits.header_timeout
+        } else {
+            limits.idle_timeout
+        };
+        Some((crate::clock::after(at, idle), "idle"))
+    }
+
     /// Resolves when the connection should be closed: nothing in flight and either no byte
     /// of a next request within the idle bound (the header bound for a new connection), or
     /// a request head begun but not finished within the header bound.
     async fn watchdog(&self, limits: Limits) -> &'static str {
+        // While requests are in flight, it looks again this often: a deadline that began
+        // meanwhile is never passed by more than this before it is seen, and it is never
+        // longer than either bound.
+        let every = limits.header_timeout.min(limits.idle_timeout);
         loop {
-            self.until(|a| a.inflight.load(Ordering::Acquire) == 0, None)
-                .await;
-            let started = self.requests.load(Ordering::Acquire);
-            let moved = |a: &Activity| a.requests.load(Ordering::Acquire) != started;
-            self.armed.store(true, Ordering::Release);
-            // A new connection owes its first request at once; a kept-alive one may idle.
-            let idle = if started == 0 {
-                limits.header_timeout
-            } else {
-                limits.idle_timeout
+            let wake = match self.due(limits) {
+                Some((at, why)) if Instant::now() >= at => return why,
+                Some((at, _)) => at,
+                None => from_now(every),
             };
-            let idle_until = from_now(idle);
-            let woke = self
-                .until(
-                    |a| !a.armed.load(Ordering::Acquire) || moved(a),
-                    Some(idle_until),
-                )
-                .await;
-            if !woke {
-                return "idle";
-            }
-            self.armed.store(false, Ordering::Release);
-            let head_until = from_now(limits.header_timeout);
-            if !self.until(moved, Some(head_until)).await {
-                return "request head too slow (server.header_timeout)";
-            }
-        }
-    }
-
-    /// Waits until `ready` holds (true) or `deadline` passes (false).
-    async fn until(&self, ready: impl Fn(&Activity) -> bool, deadline: Option<Instant>) -> bool {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if ready(self) {
-                return true;
-            }
-            match deadline {
-                None => changed.await,
-                Some(at) => tokio::select! {
-                    () = changed => {}
-                    () = tokio::time::sleep_until(at) => return ready(self),
-                },
-            }
+            tokio::time::sleep_until(wake).await;
         }
     }
 }
@@ -254,15 +278,16 @@ impl InFlight {
     fn start(a: &Arc<Activity>) -> InFlight {
         a.inflight.fetch_add(1, Ordering::AcqRel);
         a.requests.fetch_add(1, Ordering::AcqRel);
-        a.changed.notify_waiters();
         InFlight(Arc::clone(a))
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.inflight.fetch_sub(1, Ordering::AcqRel);
-        self.0.changed.notify_waiters();
+        // The last one out starts the idle clock.
+        let a = &self.0;
+        a.since.store(a.stamp(true), Ordering::Release);
+        a.inflight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -306,11 +331,8 @@ impl AsyncRead for Watched {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before
-            && self.activity.armed.load(Ordering::Relaxed)
-            && self.activity.armed.swap(false, Ordering::AcqRel)
-        {
-            self.activity.changed.notify_waiters();
+        if buf.filled().len() > before {
+            self.activity.heard();
         }
         polled
     }
