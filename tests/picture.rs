@@ -187,3 +187,100 @@ fn ninety_days_and_many_machines_stay_bounded_and_a_trip_still_shows() {
     assert_ne!(pic.at(cx, cy), BACKGROUND);
     assert_ne!(pic.at(cx, cy), pic.at(clean.centre().0, clean.centre().1));
 }
+
+// === labrouter digest --png ===
+
+/// A registry whose memory is under `dir/state`, with a store there, and a Telegram block
+/// naming the zone (the token is never read: nothing is sent).
+fn lab_on_disk(dir: &std::path::Path) -> std::path::PathBuf {
+    let state = dir.join("state");
+    let (store, _) = labrouter::store::Store::open(&state).unwrap();
+    assert!(store.flush(std::time::Duration::from_secs(5)));
+    drop(store);
+    let yaml = format!(
+        r#"server:
+  listen: 127.0.0.1:0
+  state_dir: "{}"
+machines:
+  gpu-box: {{ url: "http://127.0.0.1:9" }}
+  ubuntu-box: {{ url: "http://127.0.0.1:9" }}
+models:
+  coder: {{ machine: gpu-box, name: "qwen3-coder:30b" }}
+  small: {{ machine: ubuntu-box, name: "qwen3:4b" }}
+routes:
+  - name: chat
+    default: true
+    chain: [coder, small]
+telegram:
+  token_env: LABROUTER_TEST_NO_SUCH_VAR
+  chat_id: 1
+  digest_at: "08:00"
+  timezone: Europe/Berlin
+"#,
+        state.display()
+    );
+    let config = dir.join("registry.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    config
+}
+
+fn labrouter(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_labrouter"))
+        .args(args)
+        .env_remove("LABROUTER_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn digest_png_writes_a_valid_png_of_the_registrys_machines_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lab_on_disk(dir.path());
+    let out_file = dir.path().join("digest.png");
+    let out = labrouter(&[
+        "digest",
+        "--png",
+        out_file.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(out.stdout.is_empty(), "the picture goes to the file alone");
+    let png = std::fs::read(&out_file).unwrap();
+    let (w, h) = ihdr(&png);
+    assert!(w >= 600, "{w}×{h}");
+    let pic = Picture::decode(&png);
+    assert_eq!((pic.width, pic.height), (w, h));
+    // Both machines have a row: two strips of 30 drawn cells (a clean month here).
+    let clean = picture::shade(0.0);
+    let mut cells = 0;
+    for y in 0..h {
+        if pic.at(40, y) == clean && pic.at(40, y.saturating_sub(1)) != clean {
+            cells += 1;
+        }
+    }
+    assert_eq!(cells, 2, "one strip per machine");
+    assert!(said.contains("labrouter · 30 days to "), "{said}");
+}
+
+#[test]
+fn digest_png_to_a_folder_that_does_not_exist_fails_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = lab_on_disk(dir.path());
+    let bad = dir.path().join("no/such/dir/digest.png");
+    let out = labrouter(&[
+        "digest",
+        "--png",
+        bad.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("cannot write the picture to") && said.contains("no/such/dir"),
+        "{said}"
+    );
+    assert!(!bad.exists());
+}
