@@ -165,8 +165,8 @@ pub enum Command {
         #[arg(long)]
         no_progress: bool,
     },
-    /// The daily Telegram digest, now: print it, or send it.
-    #[command(group(clap::ArgGroup::new("how").required(true).args(["print", "send"])))]
+    /// The daily Telegram digest, now: print it, send it, or write its picture.
+    #[command(group(clap::ArgGroup::new("how").required(true).args(["print", "send", "png"])))]
     Digest {
         /// Render it to stdout as Telegram would show it (no network).
         #[arg(long)]
@@ -174,6 +174,10 @@ pub enum Command {
         /// Send it to the registry's Telegram chat now (token from telegram.token_env).
         #[arg(long)]
         send: bool,
+        /// Write its picture, the last 30 days of trips per machine, to FILE as PNG (no
+        /// network; reads the store under server.state_dir).
+        #[arg(long, value_name = "FILE")]
+        png: Option<PathBuf>,
         #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
         config: PathBuf,
     },

@@ -27,6 +27,7 @@
 //! - [`host`]: the orchestrator's own health (sysinfo).
 //! - [`history`]: the month at a glance: per machine and per day, trips, time open and
 //!   counts, for `/status/history`, the dashboard and the digest's picture.
+//! - [`picture`]: a history drawn as the digest's PNG (pure Rust, font embedded).
 //! - [`fleet`]: everything one loaded registry needs at run time: registry, matcher,
 //!   breakers, clients.
 //! - [`service`]: the current fleet behind an atomic swap; reloads.
@@ -67,6 +68,7 @@ mod multipart;
 pub mod ollama;
 pub mod outcome;
 pub mod pick;
+pub mod picture;
 mod proxy;
 pub mod registry;
 pub mod replay;

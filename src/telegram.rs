@@ -5,7 +5,9 @@
 //! - [`alerts`]: which transitions deserve a message, and their wording (pure).
 //! - [`digest`]: the digest from ledger rows, counter samples, now and the host (pure).
 //! - [`schedule`]: when the digest goes out, and whether a missed one is caught up (pure).
-//! - [`outbox`]: the bounded queue and the one task that talks to Telegram (teloxide).
+//! - [`outbox`]: the bounded queue (texts and photos) and the one task that talks to
+//!   Telegram (teloxide).
+//! - [`photo`]: the digest's picture of the last 30 days and its caption.
 //! - [`redact`]: the bot token out of every log line and error.
 //! - [`text`]: HTML escaping, the 4,096-character split, durations in words.
 //! - `tasks`: the live alert and digest tasks; `gather`: the digest's inputs.
@@ -32,6 +34,7 @@ pub mod alerts;
 pub mod digest;
 mod gather;
 pub mod outbox;
+pub mod photo;
 pub mod redact;
 pub mod schedule;
 mod tasks;
@@ -55,6 +58,8 @@ pub enum TelegramError {
     TimeZone(String),
     #[error("cannot build the Telegram HTTP client: {0}")]
     Client(String),
+    #[error("the digest's picture: {0}")]
+    Picture(String),
     #[error("the digest could not be sent: {0}")]
     Send(String),
     #[error(transparent)]
@@ -235,7 +240,7 @@ pub fn start(
     opts: Options,
 ) -> Result<Running, TelegramError> {
     let client = settings.client(opts.send_timeout)?;
-    let (outbox, rx) = Outbox::new(opts.outbox.capacity);
+    let (outbox, rx) = Outbox::new(opts.outbox.capacity, opts.outbox.max_bytes);
     let store_tx = svc.store().map(store::Store::sender);
     // Subscribed before returning: no transition after start is missed.
     let transitions = svc.bus().subscribe();
@@ -254,8 +259,9 @@ pub fn start(
     Ok(Running { outbox, tasks })
 }
 
-/// `labrouter digest --send`: renders and sends now, retrying briefly; returns the number
-/// of messages sent. Does not move the daily schedule.
+/// `labrouter digest --send`: renders and sends now, retrying briefly: the picture first
+/// (its failure is logged and the text goes alone), then the text. Returns the number of
+/// messages sent. Does not move the daily schedule.
 pub async fn send_offline(reg: &Registry) -> Result<usize, TelegramError> {
     let config = reg
         .telegram
@@ -263,12 +269,23 @@ pub async fn send_offline(reg: &Registry) -> Result<usize, TelegramError> {
         .ok_or_else(|| TelegramError::Send("the registry has no telegram: block".into()))?;
     let settings = Settings::from_config(config)?;
     let client = settings.client(Duration::from_secs(20))?;
-    let parts = render_offline(reg, Timestamp::now()).await?;
+    let now = Timestamp::now();
+    let parts = render_offline(reg, now).await?;
     let policy = outbox::Retries {
         max_age: Duration::from_secs(30),
         base_delay: Duration::from_secs(1),
         ..outbox::Retries::default()
     };
+    let mut sent = 0;
+    match photo::offline(reg, now).await {
+        Ok(p) => {
+            let msg = Message::photo("digest photo", p.png, &p.caption);
+            sent += usize::from(outbox::deliver(&client, &msg, &policy).await);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the digest's picture was not made: the text goes alone")
+        }
+    }
     for (i, text) in parts.iter().enumerate() {
         let msg = Message::new("digest", text.clone());
         if !outbox::deliver(&client, &msg, &policy).await {
@@ -278,6 +295,7 @@ pub async fn send_offline(reg: &Registry) -> Result<usize, TelegramError> {
                 parts.len()
             )));
         }
+        sent += 1;
     }
-    Ok(parts.len())
+    Ok(sent)
 }

@@ -1,11 +1,14 @@
 //! Telegram (README "Telegram"): alerts, pages, the digest and its schedule, the outbox under a
 //! failing Telegram, and the token kept out of logs. A fake Bot API server on 127.0.0.1
-//! records what teloxide posts; real routers route to simulated machines.
+//! records what teloxide posts (texts, and the digest's photo as a multipart upload); real
+//! routers route to simulated machines.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "telegram/fake.rs"]
 mod fake;
+#[path = "support/png.rs"]
+mod png_check;
 #[path = "e2e/support.rs"]
 mod support;
 
@@ -47,6 +50,8 @@ mod lab;
 mod live;
 #[path = "telegram/outage.rs"]
 mod outage;
+#[path = "telegram/photo.rs"]
+mod photo;
 #[path = "telegram/rules.rs"]
 mod rules;
 

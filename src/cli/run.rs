@@ -37,8 +37,9 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Digest {
             print,
             send,
+            png,
             config,
-        } => digest(&config, print, send).await,
+        } => digest(&config, print, send, png.as_deref()).await,
         Command::Demo { speed, no_progress } => demo(speed, no_progress).await,
     }
 }
@@ -101,10 +102,26 @@ async fn sim(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `labrouter digest`: the Telegram digest printed, sent, or both.
+/// `labrouter digest`: the Telegram digest printed, sent, or its picture written.
 #[allow(clippy::print_stdout, reason = "the CLI's printing")]
-async fn digest(config: &Path, print: bool, send: bool) -> anyhow::Result<ExitCode> {
+async fn digest(
+    config: &Path,
+    print: bool,
+    send: bool,
+    png: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     let reg = Registry::load(config)?;
+    if let Some(file) = png {
+        let photo = crate::telegram::photo::offline(&reg, jiff::Timestamp::now()).await?;
+        std::fs::write(file, &photo.png)
+            .with_context(|| format!("cannot write the picture to {}", file.display()))?;
+        eprintln!(
+            "{}: {} bytes ({})",
+            file.display(),
+            photo.png.len(),
+            photo.caption
+        );
+    }
     if print {
         let parts = crate::telegram::render_offline(&reg, jiff::Timestamp::now()).await?;
         let text: Vec<String> = parts

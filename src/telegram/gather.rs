@@ -143,15 +143,18 @@ pub(super) async fn render_from_store(
     Ok(digest::render(&input))
 }
 
+/// The digest's zone: `telegram.timezone`, else UTC.
+pub(super) fn zone(reg: &Registry) -> Result<TimeZone, TelegramError> {
+    match &reg.telegram {
+        Some(t) => TimeZone::get(&t.timezone).map_err(|e| TelegramError::TimeZone(e.to_string())),
+        None => Ok(TimeZone::UTC),
+    }
+}
+
 /// `labrouter digest`: today's digest from the store alone (the router may be running or
 /// not); a machine's current state is the last one its ledger recorded.
 pub async fn render_offline(reg: &Registry, now: Timestamp) -> Result<Vec<String>, TelegramError> {
-    let tz = match &reg.telegram {
-        Some(t) => {
-            TimeZone::get(&t.timezone).map_err(|e| TelegramError::TimeZone(e.to_string()))?
-        }
-        None => TimeZone::UTC,
-    };
+    let tz = zone(reg)?;
     let path = reg.server.state_dir.join(store::FILE);
     let stored = tokio::task::spawn_blocking(move || read_store(&path, now))
         .await

@@ -7,19 +7,31 @@
 //! Telegram's own 429 `retry_after` is honoured as given, a permanent refusal (chat not
 //! found, bad token) drops the message, and a message older than a day is dropped with a
 //! log line. Every error text is redacted before it is logged.
+//!
+//! A message is a text or a photo (the digest's picture, rendered once before it is
+//! queued); the queue is bounded in messages and in bytes. `client` talks to Telegram;
+//! `message` is what waits.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
-use teloxide::payloads::SendMessageSetters;
-use teloxide::requests::Requester;
-use teloxide::types::{ChatId, ParseMode};
-use teloxide::{ApiError, Bot, RequestError};
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
-use super::redact::Redactor;
 use crate::store::Msg;
+
+mod client;
+mod message;
+
+pub use client::{Client, SendError};
+use message::Held;
+pub use message::{Body, Message, CAPTION_MAX};
+
+/// Tries a photo gets before it is dropped (a retry-after from Telegram is not a try): a
+/// photo Telegram or a proxy keeps refusing must not hold the text and the alerts behind it
+/// for a day. The text digest follows it anyway.
+pub const PHOTO_TRIES: u32 = 3;
 
 /// How the sender retries and when it gives up.
 #[derive(Clone, Debug)]
@@ -31,6 +43,9 @@ pub struct Retries {
     pub max_delay: Duration,
     /// A message this old is dropped instead of sent (README "Telegram": "after a day").
     pub max_age: Duration,
+    /// Bytes the waiting messages may hold at most (photos are tens of kilobytes); more
+    /// are dropped (with a log line) until it drains.
+    pub max_bytes: usize,
 }
 
 impl Default for Retries {
@@ -40,6 +55,7 @@ impl Default for Retries {
             base_delay: Duration::from_secs(2),
             max_delay: Duration::from_secs(10 * 60),
             max_age: Duration::from_secs(24 * 3600),
+            max_bytes: 8 << 20,
         }
     }
 }
@@ -66,45 +82,49 @@ fn jitter() -> f64 {
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// One message waiting to go out.
-#[derive(Clone, Debug)]
-pub struct Message {
-    /// HTML parse mode text, already under the length limit.
-    pub text: String,
-    /// What it is, for log lines (`alert`, `page`, `digest`).
-    pub what: &'static str,
-    /// When it was queued (tokio's clock: the age check follows paused-clock tests).
-    pub queued: Instant,
-    /// A `meta` entry the store writes once this message is delivered (the digest's last
-    /// send time).
-    pub remember: Option<(String, String)>,
-}
-
-impl Message {
-    pub fn new(what: &'static str, text: String) -> Message {
-        Message {
-            text,
-            what,
-            queued: Instant::now(),
-            remember: None,
-        }
-    }
-}
-
 /// The producer side; cheap to clone, never waits.
 #[derive(Clone, Debug)]
 pub struct Outbox {
     tx: mpsc::Sender<Message>,
+    /// Bytes held by queued messages (texts and photos), and the most it may hold.
+    used: Arc<AtomicUsize>,
+    max_bytes: usize,
 }
 
 impl Outbox {
-    pub fn new(capacity: usize) -> (Outbox, mpsc::Receiver<Message>) {
+    /// A queue of at most `capacity` messages holding at most `max_bytes` bytes.
+    pub fn new(capacity: usize, max_bytes: usize) -> (Outbox, mpsc::Receiver<Message>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (Outbox { tx }, rx)
+        let used = Arc::new(AtomicUsize::new(0));
+        (
+            Outbox {
+                tx,
+                used,
+                max_bytes,
+            },
+            rx,
+        )
     }
 
-    /// Queues `msg` at once; a full or closed queue drops it with a log line.
-    pub fn push(&self, msg: Message) -> bool {
+    /// Bytes the queued messages hold now (the one being sent included).
+    pub fn held_bytes(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// Queues `msg` at once; a full or closed queue, or one whose messages already hold
+    /// `max_bytes`, drops it with a log line.
+    pub fn push(&self, mut msg: Message) -> bool {
+        let size = msg.body.size();
+        let Some(held) = Held::take(&self.used, size, self.max_bytes) else {
+            tracing::warn!(
+                what = msg.what,
+                bytes = size,
+                max_bytes = self.max_bytes,
+                "telegram queue holds too many bytes: message dropped"
+            );
+            return false;
+        };
+        msg.held = Some(Arc::new(held));
         match self.tx.try_send(msg) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(m)) => {
@@ -118,80 +138,6 @@ impl Outbox {
                 );
                 false
             }
-        }
-    }
-}
-
-/// Why one send did not go through; texts are already redacted.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SendError {
-    /// Telegram's flood control: wait this long, then the same message again.
-    RetryAfter(Duration),
-    /// Network trouble, a 5xx, an unparsable answer: worth another try.
-    Transient(String),
-    /// Telegram refused the message or the bot for good (bad token, unknown chat).
-    Permanent(String),
-}
-
-impl std::fmt::Display for SendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SendError::RetryAfter(d) => write!(f, "Telegram asked to retry after {}s", d.as_secs()),
-            SendError::Transient(e) | SendError::Permanent(e) => f.write_str(e),
-        }
-    }
-}
-
-impl std::error::Error for SendError {}
-
-/// The bot, the chat and the redactor: the only place that talks to Telegram.
-#[derive(Clone)]
-pub struct Client {
-    bot: Bot,
-    chat: ChatId,
-    redactor: Redactor,
-}
-
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Bot's own Debug prints the token.
-        write!(f, "Client(chat {}, token <redacted>)", self.chat)
-    }
-}
-
-impl Client {
-    pub fn new(bot: Bot, chat: i64, redactor: Redactor) -> Client {
-        Client {
-            bot,
-            chat: ChatId(chat),
-            redactor,
-        }
-    }
-
-    pub fn redactor(&self) -> &Redactor {
-        &self.redactor
-    }
-
-    /// One attempt at one message.
-    pub async fn send(&self, text: &str) -> Result<(), SendError> {
-        let sent = self
-            .bot
-            .send_message(self.chat, text)
-            .parse_mode(ParseMode::Html)
-            .await;
-        sent.map(|_| ()).map_err(|e| self.classify(e))
-    }
-
-    fn classify(&self, e: RequestError) -> SendError {
-        let text = self.redactor.error(&e);
-        match e {
-            RequestError::RetryAfter(s) => SendError::RetryAfter(s.duration()),
-            RequestError::Network(_) | RequestError::InvalidJson { .. } | RequestError::Io(_) => {
-                SendError::Transient(text)
-            }
-            // An unrecognised description is often a 5xx from Telegram or a proxy.
-            RequestError::Api(ApiError::Unknown(_)) => SendError::Transient(text),
-            RequestError::Api(_) | RequestError::MigrateToChatId(_) => SendError::Permanent(text),
         }
     }
 }
@@ -226,7 +172,7 @@ pub async fn deliver(client: &Client, msg: &Message, policy: &Retries) -> bool {
             );
             return false;
         }
-        let delay = match client.send(&msg.text).await {
+        let delay = match client.send_body(&msg.body).await {
             Ok(()) => {
                 tracing::info!(what = msg.what, failures, "telegram message sent");
                 return true;
@@ -241,6 +187,10 @@ pub async fn deliver(client: &Client, msg: &Message, policy: &Retries) -> bool {
             }
             Err(SendError::Permanent(e)) => {
                 tracing::error!(what = msg.what, error = %e, "telegram refused the message: dropped");
+                return false;
+            }
+            Err(SendError::Transient(e)) if msg.is_photo() && failures + 1 >= PHOTO_TRIES => {
+                tracing::error!(what = msg.what, error = %e, tries = failures + 1, "telegram photo not delivered: dropped");
                 return false;
             }
             Err(SendError::Transient(e)) => {

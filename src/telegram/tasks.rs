@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 use super::digest::{MachineNow, Sample};
 use super::gather::render_from_store;
 use super::outbox::{Message, Outbox};
-use super::{alerts, schedule, Clock, Options, Settings, LAST_DIGEST};
+use super::{alerts, photo, schedule, Clock, Options, Settings, LAST_DIGEST};
 use crate::breaker::Phase;
 use crate::machines::Transitioned;
 use crate::service::Service;
@@ -136,7 +136,7 @@ async fn last_digest(path: PathBuf) -> Option<Timestamp> {
     }
 }
 
-/// Renders the digest now and queues its parts; the last part carries the `meta` update,
+/// Renders the digest now and queues its picture, then its text parts; the last part carries the `meta` update,
 /// so the send is remembered only once all of it was delivered.
 async fn queue_digest(
     svc: &Service,
@@ -154,6 +154,17 @@ async fn queue_digest(
             return;
         }
     };
+    let names = svc
+        .fleet()
+        .registry
+        .machines
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    let tz = s.tz.clone();
+    if let Some(msg) = photo::message(path.map(Path::to_path_buf), names, tz, now).await {
+        outbox.push(msg);
+    }
     let n = parts.len();
     for (i, text) in parts.into_iter().enumerate() {
         let mut msg = Message::new("digest", text);

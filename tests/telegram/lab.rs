@@ -21,6 +21,7 @@ pub(crate) fn quick() -> Options {
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(1),
             max_age: Duration::from_secs(24 * 3600),
+            max_bytes: 1 << 20,
         },
         // Over teloxide's 10s pause after a 5xx, which runs inside the request.
         send_timeout: Duration::from_secs(15),

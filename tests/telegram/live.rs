@@ -89,9 +89,11 @@ async fn a_digest_missed_while_the_router_was_down_goes_out_at_start_and_is_reme
     opts.clock = Clock::tokio(before);
     seed_last_digest(dir.path(), before - jiff::SignedDuration::from_hours(30));
     let lab = Lab::start(&fake, Some(dir.path()), "08:00", opts.clone()).await;
-    let got = fake.wait_delivered(1, Duration::from_secs(5)).await;
-    assert_eq!(got.len(), 1);
-    assert!(got[0].text.contains("labrouter"), "{}", got[0].text);
+    // The picture, then the text.
+    let got = fake.wait_delivered(2, Duration::from_secs(5)).await;
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].method, "SendPhoto");
+    assert!(got[1].text.contains("labrouter"), "{}", got[1].text);
     // The send is remembered, so the next start does not send it again.
     assert!(lab.svc.store().unwrap().flush(Duration::from_secs(5)));
     let path = lab.svc.store().unwrap().path().to_path_buf();
@@ -143,21 +145,24 @@ async fn the_digest_goes_out_at_digest_at_on_a_driven_clock() {
     let _lab = Lab::start(&fake, None, "08:00", opts).await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert!(fake.posts().is_empty());
-    let got = fake.wait_delivered(1, Duration::from_secs(30)).await;
-    assert_eq!(got.len(), 1);
-    assert!(
-        got[0].text.contains("Mon 30 Nov 08:00 CET"),
-        "{}",
-        got[0].text
-    );
-    assert!(got[0].text.contains("a quiet day"), "{}", got[0].text);
-    // And again a day later, once.
-    tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
-    let got = fake.wait_delivered(2, Duration::from_secs(60)).await;
+    // Each digest is a photo and a text.
+    let got = fake.wait_delivered(2, Duration::from_secs(30)).await;
     assert_eq!(got.len(), 2);
+    assert_eq!(got[0].method, "SendPhoto");
     assert!(
-        got[1].text.contains("Tue 1 Dec 08:00 CET"),
+        got[1].text.contains("Mon 30 Nov 08:00 CET"),
         "{}",
         got[1].text
+    );
+    assert!(got[1].text.contains("a quiet day"), "{}", got[1].text);
+    // And again a day later, once.
+    tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+    let got = fake.wait_delivered(4, Duration::from_secs(60)).await;
+    assert_eq!(got.len(), 4);
+    assert_eq!(got[2].method, "SendPhoto");
+    assert!(
+        got[3].text.contains("Tue 1 Dec 08:00 CET"),
+        "{}",
+        got[3].text
     );
 }

@@ -147,6 +147,7 @@ async fn the_token_is_in_no_log_line_and_old_messages_are_dropped_with_a_log_lin
         base_delay: Duration::from_secs(1),
         max_delay: Duration::from_secs(10),
         capacity: 4,
+        max_bytes: 1 << 20,
     };
     assert!(!outbox::deliver(&client, &Message::new("alert", "x".into()), &policy).await);
     tracing::info!(settings = ?settings, client = ?client, "debug output of the telegram pieces");
