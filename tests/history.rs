@@ -10,5 +10,9 @@ mod support;
 
 #[path = "history/dst.rs"]
 mod dst;
+#[path = "history/router.rs"]
+mod router;
 #[path = "history/thinning.rs"]
 mod thinning;
+#[path = "history/trips.rs"]
+mod trips;
