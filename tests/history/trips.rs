@@ -101,6 +101,13 @@ fn counts(d: &Value) -> (u64, u64, u64, u64) {
     (n("trips"), n("served"), n("rerouted"), n("rejected"))
 }
 
+/// An hour's counts with `trips: 0`, to read it as a day.
+fn json_with_trips(hour: &Value) -> Value {
+    let mut h = hour.clone();
+    h["trips"] = 0.into();
+    h
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_history_counts_scripted_trips_per_day_and_survives_a_restart() {
     let m = Machines::start().await;
@@ -124,6 +131,7 @@ async fn the_history_counts_scripted_trips_per_day_and_survives_a_restart() {
     jump_to(today + 10 * HOUR).await;
     trip(&r, &m).await;
     recover(&r, &m, Duration::from_secs(300)).await;
+    sampled(&r).await;
     jump_to(today + 11 * HOUR).await;
     trip(&r, &m).await;
     for _ in 0..2 {
@@ -163,6 +171,14 @@ async fn the_history_counts_scripted_trips_per_day_and_survives_a_restart() {
     assert_eq!(counts(quiet), (0, 0, 0, 0));
     assert_eq!(quiet["open_s"], 0.0);
     assert_eq!(h["machines"].as_object().unwrap().len(), 3);
+
+    // The last 24 h by the hour: 10:00 (a trip and its probe), 11:00 (a trip, two rejected).
+    let (_, hourly) = r.get("/status/hourly").await;
+    let hours = hourly["hours"].as_array().unwrap();
+    assert_eq!(hours[23], format!("{}T11:00:00Z", date(today)).as_str());
+    let hour = |i: usize| counts(&json_with_trips(&hourly["machines"]["gpu-box"][i]));
+    assert_eq!(hour(22), (0, 4, 3, 0));
+    assert_eq!(hour(23), (0, 3, 5, 2));
 
     // 30 days (the default) begin after the oldest trip.
     let (_, month) = r.get("/status/history").await;
@@ -213,5 +229,47 @@ async fn days_outside_one_to_ninety_are_refused_with_what_was_wrong() {
     let (status, v) = r.get("/status/history?days=90").await;
     assert_eq!(status, 200);
     assert_eq!(v["days"].as_array().unwrap().len(), 90);
+    r.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_history_needs_the_same_key_as_status() {
+    let m = Machines::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::env::set_var("LR_TEST_KEYS_HISTORY", "sekret-h");
+    let yaml = m.yaml(dir.path()).replace(
+        "  max_body: 64KiB",
+        "  max_body: 64KiB\n  api_keys_env: LR_TEST_KEYS_HISTORY",
+    );
+    let r = Router::start(&yaml).await;
+    let client = reqwest::Client::new();
+    for path in ["/status", "/status/history?days=7", "/status/hourly"] {
+        let url = format!("{}{path}", r.base);
+        let refused = client.get(&url).send().await.unwrap();
+        assert_eq!(refused.status(), 401, "{path}");
+        let body = refused.text().await.unwrap();
+        assert!(
+            body.contains("invalid_api_key") && !body.contains("sekret"),
+            "{body}"
+        );
+        let keyed = client
+            .get(&url)
+            .bearer_auth("sekret-h")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(keyed.status(), 200, "{path}");
+    }
+    let (_, hourly) = {
+        let resp = client
+            .get(format!("{}/status/hourly", r.base))
+            .bearer_auth("sekret-h")
+            .send()
+            .await
+            .unwrap();
+        (resp.status(), resp.json::<Value>().await.unwrap())
+    };
+    assert_eq!(hourly["hours"].as_array().unwrap().len(), 24);
+    assert_eq!(hourly["machines"]["gpu-box"].as_array().unwrap().len(), 24);
     r.stop().await;
 }
