@@ -142,3 +142,35 @@ fn no_store_yet_is_every_day_zero_for_the_registry_machines() {
         .iter()
         .all(|d| d.trips == 0 && d.open_s == 0.0));
 }
+
+/// A flapping machine: 5,000 one-second outages in a day are counted by SQLite and cut
+/// as they are read (the read holds per-day sums, never the rows).
+#[test]
+fn a_day_of_flapping_is_counted_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(labrouter::store::Store::open(dir.path()).unwrap());
+    let path = dir.path().join(labrouter::store::FILE);
+    let mut c = Connection::open(&path).unwrap();
+    let day = ms("2026-12-05T00:00:00Z");
+    let tx = c.transaction().unwrap();
+    for i in 0..5000 {
+        let at = day + i * 10_000;
+        for (at, from, to) in [(at, "closed", "open"), (at + 1000, "open", "closed")] {
+            tx.execute(
+                "INSERT INTO ledger (at_ms, machine, from_state, to_state, reason, failures, cooldown_until_ms,
+                                     remote_attempted, registry_version, remote_attempts, local_rejections)
+                 VALUES (?1, 'gpu-box', ?2, ?3, 'HTTP 500', 3, NULL, 1, 'test', 0, 0)",
+                params![at, from, to],
+            )
+            .unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    let now: Timestamp = "2026-12-06T12:00:00Z".parse().unwrap();
+    let names = ["gpu-box".to_string()];
+    let h = labrouter::history::read(&path, &names, &TimeZone::UTC, 90, now).unwrap();
+    let d = &h.machines["gpu-box"][88];
+    assert_eq!(d.day, "2026-12-05");
+    assert_eq!((d.trips, d.open_s), (5000, 5000.0));
+    assert_eq!(h.machines["gpu-box"][89].trips, 0);
+}
