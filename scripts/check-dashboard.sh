@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders the dashboard of a real router in headless Chromium and checks that every machine
 # and its breaker state is on the page, and the tasks panel: counts by status, the oldest
-# waiting task, the last failures. Loopback only: two simulated machines, one router.
+# waiting task, the last failures; the history (30-day strips, today's timeline, the last
+# 24 h), no console errors, and the rest of the page when /status/history fails. Loopback only: two simulated machines, one router.
 # Usage: scripts/check-dashboard.sh [path/to/labrouter]   (default: target/debug/labrouter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,17 +65,78 @@ for _ in $(seq 1 100); do
   sleep 0.05
 done
 
-scripts/dashboard-screenshot.sh --dom "http://127.0.0.1:$router/" >"$work/dom.html"
+DASHBOARD_CONSOLE="$work/console.log" scripts/dashboard-screenshot.sh --dom "http://127.0.0.1:$router/" >"$work/dom.html"
 fail=0
 for want in 'data-machine="gpu-box" data-state="forced_open"' 'data-machine="ubuntu-box" data-state="closed"' \
             '>gpu-box<' '>ubuntu-box<' '>forced_open<' '>closed<' \
             'data-status="succeeded" data-count="1"' 'data-status="waiting" data-count="1"' \
             'data-status="expired" data-count="1"' 'data-status="queued" data-count="0"' \
             "class=\"oldest\" data-task=\"$waiting\"" 'is held back' \
-            "data-task=\"$expired\" data-status=\"expired\"" '>deadline_exceeded<'; do
+            "data-task=\"$expired\" data-status=\"expired\"" '>deadline_exceeded<' \
+            'data-history="ok"' 'class="tl-open" data-machine="gpu-box"' 'class="hr-served"'; do
   if grep -qF "$want" "$work/dom.html"; then echo "PASS dashboard shows $want"; else echo "FAIL dashboard lacks $want"; fail=1; fi
 done
+
+# The history strips (SPEC §16): 30 days per machine; gpu-box, forced open today (a trip), is
+# drawn unlike ubuntu-box (no trips) and comes first (flakiest first).
+strips() {
+  python3 - "$1" <<'PY'
+import html.parser, sys
+class Strips(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.row, self.rows = None, {}
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        cls = (a.get("class") or "").split()
+        if "hrow" in cls:
+            self.row = a.get("data-machine")
+            self.rows[self.row] = []
+        elif tag == "button" and "cell" in cls and self.row:
+            self.rows[self.row].append(cls[1] if len(cls) > 1 else "")
+p = Strips()
+p.feed(open(sys.argv[1]).read())
+ok = True
+def check(good, what):
+    global ok
+    print(("PASS " if good else "FAIL ") + what)
+    ok = ok and good
+for m in ("gpu-box", "ubuntu-box"):
+    n = len(p.rows.get(m, []))
+    check(n == 30, f"history strip of {m} has {n} cells (30 wanted)")
+gpu, cpu = p.rows.get("gpu-box", []), p.rows.get("ubuntu-box", [])
+check(gpu[-1:] not in ([], ["o0"]) and set(cpu) == {"o0"},
+      f"gpu-box (tripped today) is drawn unlike ubuntu-box: today {gpu[-1:]}, ubuntu-box {sorted(set(cpu))}")
+check(list(p.rows)[:1] == ["gpu-box"], f"flakiest first: {list(p.rows)}")
+sys.exit(0 if ok else 1)
+PY
+}
+strips "$work/dom.html" || fail=1
+if [ -s "$work/console.log" ]; then
+  echo "FAIL the dashboard logged to its console:"; cat "$work/console.log"; fail=1
+else
+  echo "PASS no console messages or errors"
+fi
 if [ "${DASHBOARD_PNG:-}" ]; then
   scripts/dashboard-screenshot.sh "http://127.0.0.1:$router/" "$DASHBOARD_PNG"
+fi
+
+# /status/history made to fail (its store file replaced by a directory): it answers 500, and
+# the rest of the page still updates (a breaker opened since shows), with no uncaught error.
+db="$work/state/labrouter.db"
+mv "$db" "$db.aside" && mkdir "$db"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$router/status/history")
+if [ "$code" = 500 ]; then echo "PASS /status/history fails (500)"; else echo "FAIL /status/history answered $code, not 500"; fail=1; fi
+curl -fsS -X POST "http://127.0.0.1:$router/admin/breakers/ubuntu-box/open" \
+  -H 'content-type: application/json' -d '{"by":"ci","why":"history down"}' >/dev/null
+DASHBOARD_CONSOLE="$work/console2.log" scripts/dashboard-screenshot.sh --dom "http://127.0.0.1:$router/" >"$work/dom2.html"
+for want in 'data-history="failed"' 'History unavailable (HTTP 500)' \
+            'data-machine="ubuntu-box" data-state="forced_open"' 'data-status="succeeded" data-count="1"'; do
+  if grep -qF "$want" "$work/dom2.html"; then echo "PASS with /status/history failing, dashboard shows $want"; else echo "FAIL with /status/history failing, dashboard lacks $want"; fail=1; fi
+done
+if grep -q 'Uncaught' "$work/console2.log"; then
+  echo "FAIL uncaught error with /status/history failing:"; cat "$work/console2.log"; fail=1
+else
+  echo "PASS no uncaught error with /status/history failing"
 fi
 exit "$fail"

@@ -10,7 +10,10 @@ Usage:
   scripts/dashboard-screenshot.sh --help        show this help
 
 URL must be a loopback address (localhost, 127.x.x.x or [::1]); others are refused.
-The page gets 3 s of virtual time to run its scripts (fetch /status, /status/events).
+The page gets 3 s of virtual time to run its scripts (fetch /status, /status/events,
+/status/history, /status/hourly).
+With DASHBOARD_CONSOLE=FILE set, the page's console messages and uncaught errors (as
+Chromium logs them) are written to FILE; DASHBOARD_SIZE=W,H sets the window (360,900: a phone).
 Uses /usr/bin/chromium; if it is missing and we are root, installs Debian's chromium.
 Chromium's own log goes to stderr only if it fails.
 EOF
@@ -47,8 +50,11 @@ trap 'rm -rf -- "$profile" "$log"' EXIT
 
 flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
   --disable-background-networking --disable-component-update --disable-sync
-  --user-data-dir="$profile" --virtual-time-budget=3000 "--window-size=1280,900")
+  --user-data-dir="$profile" --virtual-time-budget=3000 "--window-size=${DASHBOARD_SIZE:-1280,900}")
 
+if [[ ${DASHBOARD_CONSOLE:-} ]]; then
+  flags+=(--enable-logging=stderr --v=0)
+fi
 if [[ $mode == dom ]]; then
   flags+=(--dump-dom)
 else
@@ -64,6 +70,10 @@ show_log() { grep -v -e 'dbus/' -e 'unexpected operator' -- "$log" >&2 || true; 
 if ! timeout 90 "$chromium" "${flags[@]}" "$url" 2>"$log"; then
   show_log
   die "chromium failed on $url"
+fi
+
+if [[ ${DASHBOARD_CONSOLE:-} ]]; then
+  grep -E 'CONSOLE|Uncaught' -- "$log" >"$DASHBOARD_CONSOLE" || true
 fi
 
 if [[ $mode == shot ]]; then

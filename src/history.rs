@@ -2,10 +2,16 @@
 //! UTC) its trips, time open, requests served, rerouted and rejected, and tasks finished
 //! and failed. `GET /status/history` serves it, the dashboard draws its strips from it and
 //! the digest renders it to a picture.
+//!
+//! - [`cut`]: the days' bounds in a zone and intervals cut between them (pure).
+//! - [`hourly`]: the last 24 hours by the hour, for the dashboard (`GET /status/hourly`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+pub mod cut;
+pub mod hourly;
 
 /// The days asked for when `days` is not given.
 pub const DEFAULT_DAYS: u32 = 30;
@@ -67,19 +73,16 @@ impl History {
 
 /// The last `days` days (today included) in `tz` at `now`, `YYYY-MM-DD`, oldest first.
 pub fn days(now: jiff::Timestamp, tz: &jiff::tz::TimeZone, days: u32) -> Vec<String> {
-    let today = tz.to_datetime(now).date();
-    (0..i64::from(days.clamp(1, MAX_DAYS)))
-        .rev()
-        .filter_map(|back| today.checked_sub(jiff::Span::new().days(back)).ok())
-        .map(|d| d.to_string())
-        .collect()
+    cut::Days::new(now, tz, days).names
 }
 
 /// The history of the last `span` days in `tz` at `now` from the store at `path`, for
-/// `machines` (the registry's, in its order) and any other machine the store names in the
-/// span. No store yet: every day zero.
+/// `machines` (the registry's) and any other machine the store names in the span. No store
+/// yet: every day zero. A few aggregated queries (see [`crate::store::history`]); the down
+/// intervals are cut into days here as they are read.
 ///
-/// Skeleton: the days and the machines, every count zero; the store's reads come next.
+/// A breaker still down by the ledger is down until `now` for a machine of `machines`; for a
+/// machine the registry no longer names, until its last ledger row.
 pub fn read(
     path: &std::path::Path,
     machines: &[String],
@@ -87,19 +90,84 @@ pub fn read(
     span: u32,
     now: jiff::Timestamp,
 ) -> Result<History, crate::store::StoreError> {
-    let _ = path;
-    let days = days(now, tz, span);
-    let row = |day: &String| Day {
-        day: day.clone(),
-        ..Day::default()
-    };
-    let machines = machines
-        .iter()
-        .map(|m| (m.clone(), days.iter().map(row).collect()))
-        .collect();
-    Ok(History {
+    let cut = cut::Days::new(now, tz, span);
+    let mut h = History {
         timezone: tz.iana_name().unwrap_or("UTC").to_string(),
-        days,
-        machines,
-    })
+        days: cut.names.clone(),
+        machines: BTreeMap::new(),
+    };
+    for m in machines {
+        h.machine(m);
+    }
+    if !path.exists() {
+        return Ok(h);
+    }
+    let now_ms = now.as_millisecond();
+    let mut open_ms: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let span = crate::store::history::Span {
+        bounds: &cut.starts,
+        now_ms,
+    };
+    let read = crate::store::history::history(path, span, |d| {
+        let named = machines.contains(&d.machine);
+        let end = d.until_ms.unwrap_or(if named { now_ms } else { d.last_ms });
+        let days = open_ms
+            .entry(d.machine)
+            .or_insert_with(|| vec![0; cut.names.len()]);
+        for (i, ms) in cut.split(d.from_ms, end.min(now_ms)) {
+            days[i] += ms;
+        }
+    })?;
+    for (machine, days) in open_ms {
+        for (day, ms) in h.machine(&machine).iter_mut().zip(days) {
+            day.open_s = ms as f64 / 1000.0;
+        }
+    }
+    h.add(read);
+    Ok(h)
+}
+
+impl History {
+    /// The days of `machine`, added (all zero) if it had none.
+    fn machine(&mut self, name: &str) -> &mut Vec<Day> {
+        let days = &self.days;
+        self.machines.entry(name.to_string()).or_insert_with(|| {
+            days.iter()
+                .map(|d| Day {
+                    day: d.clone(),
+                    ..Day::default()
+                })
+                .collect()
+        })
+    }
+
+    /// The day `i` of `machine`, if the span has it.
+    fn day(&mut self, machine: &str, i: usize) -> Option<&mut Day> {
+        self.machine(machine).get_mut(i)
+    }
+
+    /// Adds the store's per-day counts; a task counts for the machine of its last target.
+    fn add(&mut self, read: crate::store::history::Aggregated) {
+        for t in read.trips {
+            if let Some(d) = self.day(&t.machine, t.day) {
+                d.trips += t.trips;
+            }
+        }
+        for c in read.counts {
+            if let Some(d) = self.day(&c.machine, c.day) {
+                d.served += c.served;
+                d.rejected += c.rejected;
+                d.rerouted += c.rerouted;
+            }
+        }
+        for t in read.tasks {
+            let Some((_, machine)) = t.target.rsplit_once('@') else {
+                continue;
+            };
+            if let Some(d) = self.day(machine, t.day) {
+                d.tasks_finished += t.finished;
+                d.tasks_failed += t.failed;
+            }
+        }
+    }
 }

@@ -4,6 +4,7 @@
 //! - [`inference`]: the OpenAI endpoints.
 //! - [`ollama`]: Ollama's endpoints (docs/api.md "The Ollama endpoints"), on the same walk.
 //! - [`admin`]: the ledger, manual breaker control, reloads.
+//! - [`history`]: `/status/history` and `/status/hourly`, the month and the day at a glance.
 //! - [`guard`]: Host, Origin and key checks in front of everything (README "Safety"); it tags each
 //!   request with its [`Owner`].
 //! - [`idempotency`]: `Idempotency-Key` on completions and embeddings (docs/api.md "Tasks").
@@ -27,6 +28,7 @@ mod admin;
 mod dashboard;
 pub mod error;
 mod guard;
+mod history;
 pub mod idempotency;
 mod inference;
 mod media;
@@ -65,6 +67,8 @@ pub fn app(svc: Arc<Service>) -> Router {
         .route("/v1/tasks/{id}/cancel", post(tasks::cancel))
         .route("/status", get(status))
         .route("/status/events", get(admin::events))
+        .route("/status/history", get(history::history))
+        .route("/status/hourly", get(history::hourly))
         .route("/admin/breakers/{machine}/{action}", post(admin::breaker))
         .route("/admin/reload", post(admin::reload))
         .route("/healthz", get(|| async { "ok\n" }))

@@ -12,6 +12,7 @@
 //! - `verdict`: one breaker verdict per machine, read back at start.
 //! - `ledger`: the transition ledger, its [`LedgerRow`] and its reads.
 //! - `meta`: small named values ([`meta()`]); `counters`: counter samples.
+//! - [`history`]: the history's aggregated reads (SPEC §16), cut into days by SQLite.
 //! - [`tasks`]: tasks (docs/api.md "Tasks"), written in the batch that acknowledges them.
 //! - `answers`: answers kept for `Idempotency-Key` ([`KeptAnswer`], [`answer()`]).
 //! - [`responses`]: Responses kept for their conversations (`previous_response_id`).
@@ -25,6 +26,7 @@ use rusqlite::Connection;
 
 mod answers;
 mod counters;
+pub mod history;
 mod ledger;
 mod meta;
 pub mod responses;

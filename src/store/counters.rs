@@ -9,8 +9,14 @@ use rusqlite::{params, Transaction};
 use super::schema::open_read_only;
 use super::{sqlite, StoreError};
 
-/// Samples are kept this long (the digest reads two days).
+/// Every sample is kept this long (the digest reads two days).
 const COUNTERS_KEEP_MS: i64 = 3 * 24 * 3600 * 1000;
+
+/// Older samples are thinned to the last of each hour of each process and kept this long
+/// (`GET /status/history` spans up to 90 days; a day before the span is its baseline).
+pub const COUNTERS_HOURLY_KEEP_MS: i64 = 92 * 24 * 3600 * 1000;
+
+const HOUR_MS: i64 = 3600 * 1000;
 
 /// One machine's live counters, as [`super::Msg::Counters`] carries them.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,7 +39,10 @@ pub struct CounterSample {
     pub rerouted: u64,
 }
 
-/// One row per machine at `at_ms`; samples older than [`COUNTERS_KEEP_MS`] go.
+/// One row per machine at `at_ms`. Samples older than [`COUNTERS_KEEP_MS`] are thinned to
+/// the last of their hour and process: counters are cumulative, so a day's increase stays
+/// the same, only placed by the hour (the thinning looks one day back, so a router stopped
+/// longer leaves some minutes unthinned). Older than [`COUNTERS_HOURLY_KEEP_MS`]: gone.
 pub(super) fn write(
     tx: &Transaction<'_>,
     at_ms: i64,
@@ -53,9 +62,16 @@ pub(super) fn write(
             ],
         )?;
     }
+    let fine = at_ms - COUNTERS_KEEP_MS;
+    tx.execute(
+        "DELETE FROM counters WHERE at_ms >= ?1 AND at_ms < ?2 AND rowid NOT IN (
+            SELECT MAX(rowid) FROM counters WHERE at_ms >= ?1 AND at_ms < ?2
+            GROUP BY machine, boot_ms, at_ms / ?3)",
+        params![fine - 24 * HOUR_MS, fine, HOUR_MS],
+    )?;
     tx.execute(
         "DELETE FROM counters WHERE at_ms < ?1",
-        params![at_ms - COUNTERS_KEEP_MS],
+        params![at_ms - COUNTERS_HOURLY_KEEP_MS],
     )?;
     Ok(())
 }
