@@ -11,6 +11,8 @@
 //! - a task ends once: a finish after another router's finish (or a cancel) is dropped and
 //!   the first result stays; its old holder's renew says stop (`lease`, `views`);
 //! - get, list and cancel from any router (`views`);
+//! - `tasks.max_queued` bounds the pool's unfinished tasks, and finished ones go after
+//!   `tasks.keep` with their idempotency keys (`bounds`);
 //! - values another hand left in Redis (garbage JSON, a 2 MB field, wrong types, numbers out
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
@@ -24,6 +26,8 @@
 #[path = "cluster/redis.rs"]
 mod redis;
 
+#[path = "shared_tasks/bounds.rs"]
+mod bounds;
 #[path = "shared_tasks/durable.rs"]
 mod durable;
 #[path = "shared_tasks/hostile.rs"]

@@ -49,6 +49,11 @@ pub enum QueueError {
     /// A value read back cannot be a task.
     #[error(transparent)]
     Spoiled(#[from] Spoiled),
+    /// The pool holds this many unfinished tasks, `tasks.max_queued` or more.
+    #[error(
+        "the shared task queue holds {0} unfinished tasks, as many as tasks.max_queued allows"
+    )]
+    Full(u64),
 }
 
 /// A task this router now runs, under `token`'s lease.
@@ -126,12 +131,14 @@ impl SharedQueue {
     }
 
     /// Stores `task` (queued, waiting or blocked) with its request, unless its key names
-    /// one already: [`Inserted::New`] only once Redis acknowledged the write.
+    /// one already or the pool holds `max_open` unfinished tasks (0: no bound):
+    /// [`Inserted::New`] only once Redis acknowledged the write.
     pub async fn submit(
         &self,
         task: &Task,
         request: &[u8],
         idem: Option<&Idem>,
+        max_open: u32,
     ) -> Result<Inserted, QueueError> {
         let mut call = self.scripts.submit.prepare_invoke();
         let idem_key = idem.map_or(String::new(), |i| i.key.clone());
@@ -142,18 +149,21 @@ impl SharedQueue {
             .key(self.key("all"))
             .key(self.key(&format!("idem:{idem_key}")))
             .key(self.key("seq"))
+            .key(self.key("open"))
             .arg(task.id.as_str())
             .arg(task.status.as_str())
             .arg(score(task))
             .arg(&task.owner)
             .arg(record::doc(task))
             .arg(request)
-            .arg(idem.map_or("", |i| i.fingerprint.as_str()));
+            .arg(idem.map_or("", |i| i.fingerprint.as_str()))
+            .arg(max_open);
         let (what, id): (String, String) =
             self.bounded(call.invoke_async(&mut self.conn())).await?;
         match what.as_str() {
             "new" => Ok(Inserted::New),
             "reused" => Ok(Inserted::KeyReused),
+            "full" => Err(QueueError::Full(id.parse().unwrap_or(u64::from(max_open)))),
             "existing" => id
                 .parse::<TaskId>()
                 .map(Inserted::Existing)
@@ -170,7 +180,7 @@ impl SharedQueue {
             self.tokens.fetch_add(1, Ordering::Relaxed)
         );
         let mut call = self.scripts.claim.prepare_invoke();
-        call.key(self.key("all"))
+        call.key(self.key("open"))
             .key(self.key("ready"))
             .key(self.key("later"))
             .key(self.key("leases"))
@@ -319,6 +329,17 @@ impl SharedQueue {
         Ok(page)
     }
 
+    /// Drops tasks that finished more than `keep` ago (`tasks.keep`), and their
+    /// idempotency keys, looking at no more than [`SCAN_MAX`] tasks; how many went.
+    pub async fn prune(&self, keep: Duration) -> Result<u64, QueueError> {
+        let mut call = self.scripts.prune.prepare_invoke();
+        call.key(self.key("all"))
+            .arg(self.key("t:"))
+            .arg(millis(keep))
+            .arg(SCAN_MAX);
+        self.bounded(call.invoke_async(&mut self.conn())).await
+    }
+
     fn conn(&self) -> MultiplexedConnection {
         self.conn.clone()
     }
@@ -331,7 +352,7 @@ impl SharedQueue {
         self.key(&format!("t:{id}"))
     }
 
-    /// KEYS task, ready, later, leases and ARGV id: how every per-task script starts.
+    /// KEYS task, ready, later, leases, open and ARGV id: how every per-task script starts.
     fn task_keys<'c, 's>(
         &self,
         call: &'c mut redis::ScriptInvocation<'s>,
@@ -341,6 +362,7 @@ impl SharedQueue {
             .key(self.key("ready"))
             .key(self.key("later"))
             .key(self.key("leases"))
+            .key(self.key("open"))
             .arg(id.as_str())
     }
 

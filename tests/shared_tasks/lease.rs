@@ -18,7 +18,7 @@ async fn claims_go_by_priority_then_age_and_each_task_to_one_router() {
     let new_high = task(10, 3_000);
     let old_high = task(10, 2_000);
     for t in [&old_low, &new_high, &old_high] {
-        a.submit(t, REQUEST, None).await.unwrap();
+        a.submit(t, REQUEST, None, 0).await.unwrap();
     }
     let first = b.claim().await.unwrap().unwrap();
     let second = a.claim().await.unwrap().unwrap();
@@ -39,7 +39,7 @@ async fn claims_go_by_priority_then_age_and_each_task_to_one_router() {
 async fn a_task_given_back_with_a_backoff_is_due_only_after_it() {
     let (_redis, a, b) = two_routers().await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None).await.unwrap();
+    a.submit(&t, REQUEST, None, 0).await.unwrap();
     let mut c = a.claim().await.unwrap().unwrap();
     c.task.status = TaskStatus::Queued;
     c.task.attempts_used = 1;
@@ -62,7 +62,7 @@ async fn a_lapsed_lease_is_run_again_elsewhere_with_one_interrupted_attempt_and_
     let a = router(&redis.url(), SHORT).await;
     let b = router(&redis.url(), SHORT).await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None).await.unwrap();
+    a.submit(&t, REQUEST, None, 0).await.unwrap();
     let held = a.claim().await.unwrap().unwrap();
     assert!(b.claim().await.unwrap().is_none(), "a holds it");
 
@@ -110,7 +110,7 @@ async fn a_finish_after_another_router_finished_is_dropped_and_the_first_result_
     let a = router(&redis.url(), SHORT).await;
     let b = router(&redis.url(), SHORT).await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None).await.unwrap();
+    a.submit(&t, REQUEST, None, 0).await.unwrap();
     let mut slow = a.claim().await.unwrap().unwrap();
     lapse(SHORT).await;
     let mut fast = b.claim().await.unwrap().unwrap();
@@ -147,7 +147,7 @@ async fn a_result_written_after_its_lease_lapsed_wins_when_nobody_else_ended_it(
     let redis = durable_redis().await;
     let a = router(&redis.url(), SHORT).await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None).await.unwrap();
+    a.submit(&t, REQUEST, None, 0).await.unwrap();
     let mut c = a.claim().await.unwrap().unwrap();
     // Redis was away longer than the lease; the attempt finished meanwhile.
     lapse(SHORT).await;
@@ -165,7 +165,7 @@ async fn routers_claiming_at_once_never_take_one_task_twice() {
     let mut ids = std::collections::BTreeSet::new();
     for i in 0..50 {
         let t = task(i % 3, 1_000 + i64::from(i));
-        a.submit(&t, REQUEST, None).await.unwrap();
+        a.submit(&t, REQUEST, None, 0).await.unwrap();
         ids.insert(t.id);
     }
     let (ga, gb) = tokio::join!(drain(&a), drain(&b));

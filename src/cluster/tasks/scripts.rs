@@ -9,7 +9,8 @@
 //! - `ready` (zset): tasks that may run now, scored priority then age (lowest first).
 //! - `later` (zset): tasks that may run from a time on (a backoff), scored by Redis ms.
 //! - `leases` (zset): running tasks, scored by when their lease lapses (Redis ms).
-//! - `all` (zset, every score 0): every task id, which sort by age, for the list.
+//! - `all` (zset, every score 0): every task id, which sort by age, for the list and the prune.
+//! - `open` (zset, every score 0): the unfinished tasks, counted against `tasks.max_queued`.
 //! - `idem:{hash}`: `{fingerprint} {id}`, the pool-wide `Idempotency-Key`.
 //! - `seq`: the counter that numbers tasks in submit order.
 //!
@@ -49,13 +50,20 @@ local function unqueue(id)
   redis.call('ZREM', KEYS[3], id)
   redis.call('ZREM', KEYS[4], id)
 end
+local function close(id)
+  unqueue(id)
+  redis.call('ZREM', KEYS[5], id)
+end
 ";
 
 /// A submit: a new task, or the one its idempotency key already names. Atomic, so two
 /// routers submitting one key at once make one task.
-/// KEYS: task, ready, later, leases, all, idem, seq. ARGV: id, status, score, owner, doc,
-/// req, fingerprint ('' = no key).
-/// Returns `{'new', id}`, `{'existing', id}`, `{'reused', ''}` or `{'!', why}`.
+/// A resend of a keyed submit is answered however full the queue is; a new task only while
+/// the pool holds fewer than `max_open` unfinished ones (0: no bound).
+/// KEYS: task, ready, later, leases, all, idem, seq, open. ARGV: id, status, score, owner,
+/// doc, req, fingerprint ('' = no key), max_open.
+/// Returns `{'new', id}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}` or
+/// `{'!', why}`.
 const SUBMIT: &str = r"
 local fp = ARGV[7]
 if fp ~= '' then
@@ -70,6 +78,8 @@ if fp ~= '' then
     return {'!', 'its idempotency key holds a ' .. kind .. ', not a task'}
   end
 end
+local open = redis.call('ZCARD', KEYS[8])
+if tonumber(ARGV[8]) > 0 and open >= tonumber(ARGV[8]) then return {'full', tostring(open)} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'!', 'a task with its id exists'} end
 local seq = redis.pcall('INCR', KEYS[7])
 if type(seq) ~= 'number' then return {'!', 'the task counter holds no whole number'} end
@@ -79,7 +89,11 @@ if ARGV[2] == 'queued' or ARGV[2] == 'waiting' then
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 end
 redis.call('ZADD', KEYS[5], 0, ARGV[1])
-if fp ~= '' then redis.call('SET', KEYS[6], fp .. ' ' .. ARGV[1]) end
+redis.call('ZADD', KEYS[8], 0, ARGV[1])
+if fp ~= '' then
+  redis.call('SET', KEYS[6], fp .. ' ' .. ARGV[1])
+  redis.call('HSET', KEYS[1], 'idem', KEYS[6])
+end
 return {'new', ARGV[1]}
 ";
 
@@ -87,7 +101,7 @@ return {'new', ARGV[1]}
 /// each task goes back to `ready` with the lapse recorded, or is failed at its second
 /// (`ended_by` = `interrupted`); then tasks due from `later` join `ready`; then the head of
 /// `ready` (priority, then age) is taken. Entries that name no runnable task are dropped.
-/// KEYS: (unused), ready, later, leases. ARGV: task key prefix, token, lease_ms, max.
+/// KEYS: open, ready, later, leases. ARGV: task key prefix, token, lease_ms, max.
 /// Returns `{}` when nothing is due, else what [`COMMON`]'s `fetch` returns (whole).
 const CLAIM: &str = r"
 local now = now_ms()
@@ -100,6 +114,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0
     redis.call('HSET', k, 'lapses', lapses, 'lease', '')
     if string.find(lapses, ',', 1, true) then
       redis.call('HSET', k, 'status', 'failed', 'ended_ms', now, 'ended_by', 'interrupted', 'req', '')
+      redis.call('ZREM', KEYS[1], id)
     else
       redis.call('HSET', k, 'status', 'queued')
       redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
@@ -135,7 +150,7 @@ return {}
 /// The holder keeps its lease, and may save the task's progress (`doc`) with it. Anyone
 /// else (its lease lapsed and another took it, or the task was cancelled or finished)
 /// gets 0 and must stop.
-/// KEYS: task, (unused), (unused), leases. ARGV: id, token, lease_ms, doc ('' = keep).
+/// KEYS: task, ready, later, leases, open. ARGV: id, token, lease_ms, doc ('' = keep).
 const RENEW: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 local s = redis.call('HMGET', KEYS[1], 'status', 'lease')
@@ -147,7 +162,7 @@ return 1
 
 /// The holder gives its task back unfinished: `queued` or `waiting`, due at once or after
 /// `delay_ms` (a backoff). Compare-and-set on the lease, as [`RENEW`].
-/// KEYS: task, ready, later, leases. ARGV: id, token, status, doc, delay_ms.
+/// KEYS: task, ready, later, leases, open. ARGV: id, token, status, doc, delay_ms.
 const RELEASE: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 local s = redis.call('HMGET', KEYS[1], 'status', 'lease', 'score')
@@ -166,14 +181,14 @@ return 1
 /// A task's end, compare-and-set on its status: the first final status written wins,
 /// whoever writes it (a router whose lease lapsed while Redis was away included); any
 /// later one is dropped. The request body goes with the end; the result stays.
-/// KEYS: task, ready, later, leases. ARGV: id, status, doc, result.
+/// KEYS: task, ready, later, leases, open. ARGV: id, status, doc, result.
 /// Returns `{1, status}` when written, `{0, status}` (the final one) when dropped, `{0, ''}`
 /// when there is no such task.
 const FINISH: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return {0, ''} end
 local s = redis.call('HGET', KEYS[1], 'status') or ''
 if finals[s] then return {0, s} end
-unqueue(ARGV[1])
+close(ARGV[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'doc', ARGV[3], 'result', ARGV[4],
   'lease', '', 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
 return {1, ARGV[2]}
@@ -181,7 +196,7 @@ return {1, ARGV[2]}
 
 /// A cancel by the task's owner (`*`: any): compare-and-set as [`FINISH`]. A running
 /// task's holder learns it at its next renew and stops.
-/// KEYS: task, ready, later, leases. ARGV: id, owner.
+/// KEYS: task, ready, later, leases, open. ARGV: id, owner.
 /// Returns `{1, status before}`, `{0, final status}`, or `{0, ''}` (no such task of this owner).
 const CANCEL: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return {0, ''} end
@@ -189,7 +204,7 @@ local s = redis.call('HMGET', KEYS[1], 'status', 'owner')
 if ARGV[2] ~= '*' and s[2] ~= ARGV[2] then return {0, ''} end
 local st = s[1] or ''
 if finals[st] then return {0, st} end
-unqueue(ARGV[1])
+close(ARGV[1])
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
   'ended_ms', now_ms(), 'ended_by', 'cancel')
 return {1, st}
@@ -197,11 +212,11 @@ return {1, st}
 
 /// A task claimed but unreadable (a value another hand spoiled) is set aside, `failed`,
 /// so it never comes back to the head of the queue. Compare-and-set on the lease.
-/// KEYS: task, ready, later, leases. ARGV: id, token.
+/// KEYS: task, ready, later, leases, open. ARGV: id, token.
 const SET_ASIDE: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then return 0 end
-unqueue(ARGV[1])
+close(ARGV[1])
 redis.call('HSET', KEYS[1], 'status', 'failed', 'lease', '', 'ended_ms', now_ms(), 'ended_by', 'spoiled')
 return 1
 ";
@@ -237,6 +252,35 @@ if #ids < tonumber(ARGV[6]) then last = '' end
 return {out, last}
 ";
 
+/// Finished tasks that ended more than `keep_ms` ago go, with their idempotency keys
+/// (README "Tasks": `tasks.keep`), oldest first, looking at no more than `scan` ids.
+/// KEYS: all. ARGV: task key prefix, keep_ms, scan. Returns how many went.
+const PRUNE: &str = r"
+local before = now_ms() - tonumber(ARGV[2])
+local gone = 0
+for _, id in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], '-', '+', 'LIMIT', 0, tonumber(ARGV[3]))) do
+  local k = ARGV[1] .. id
+  if redis.call('TYPE', k).ok ~= 'hash' then
+    redis.call('ZREM', KEYS[1], id)
+  else
+    local h = redis.call('HMGET', k, 'status', 'ended_ms', 'idem')
+    local ended = tonumber(h[2] or '')
+    if finals[h[1] or ''] and ended and ended <= before then
+      local idem = h[3] or ''
+      if idem ~= '' and redis.call('TYPE', idem).ok == 'string'
+        and redis.call('STRLEN', idem) <= 200
+        and string.sub(redis.call('GET', idem), -#id - 1) == ' ' .. id then
+        redis.call('DEL', idem)
+      end
+      redis.call('DEL', k)
+      redis.call('ZREM', KEYS[1], id)
+      gone = gone + 1
+    end
+  end
+end
+return gone
+";
+
 /// The scripts, hashed once.
 pub(super) struct Scripts {
     pub submit: Script,
@@ -248,6 +292,7 @@ pub(super) struct Scripts {
     pub set_aside: Script,
     pub get: Script,
     pub list: Script,
+    pub prune: Script,
 }
 
 impl Scripts {
@@ -263,6 +308,7 @@ impl Scripts {
             set_aside: with(SET_ASIDE),
             get: with(GET),
             list: with(LIST),
+            prune: with(PRUNE),
         }
     }
 }
