@@ -9,7 +9,7 @@
 #   made again only when the pins change (target/test-venv/.pins) or an import fails.
 #   python3 and its venv module come from Debian when missing and this runs as root. A test
 #   whose program or package is missing fails; it never skips.
-# - `redis-server` (Debian), for tests/cluster.rs: each test starts its own on a free
+# - `redis-server` (Debian), for tests/cluster.rs and tests/shared_tasks.rs: each test starts its own on a free
 #   loopback port with a temporary directory, and stops it by pid.
 # - libfaketime (Debian: faketime), for the clock-skew scenario of tests/cluster.rs.
 set -euo pipefail

@@ -10,7 +10,8 @@
 //! Files: `lease` (the probe lease and [`Probe`]), `pool` (what the link asks of this
 //! router's breakers, [`Pool`]), `worker` (connect, publish, beat), `inbound` (the sync read
 //! and the messages), `heard` (messages both ways), `seen` (what `/status` is told,
-//! [`Shown`]), `scripts` (the Lua), `endpoint` (the Redis URL).
+//! [`Shown`]), `scripts` (the Lua), `endpoint` (the Redis URL), and [`tasks`] (the task queue
+//! shared by the pool, `cluster.tasks: shared`).
 //!
 //! - **Verdicts** are keyed by the machine's normalised URL, so two routers that name one
 //!   box differently agree. Generations come from Redis (`INCR`) and an older one never
@@ -38,6 +39,7 @@ mod lease;
 mod pool;
 mod scripts;
 mod seen;
+pub mod tasks;
 mod worker;
 
 pub use endpoint::Endpoint;

@@ -33,7 +33,7 @@ mod validate;
 mod version;
 
 pub use callback_allow::AllowRule;
-pub use cluster::{is_local_ip, share_key, PROBE_LEASE};
+pub use cluster::{is_local_ip, share_key, PROBE_LEASE, TASK_LEASE, TASK_TIMEOUT};
 pub use found::usable as usable_name;
 use raw::RawRegistry;
 pub use server::{is_loopback, Cidr, Server, DEFAULT_ORIGINS};
@@ -103,6 +103,34 @@ pub struct Cluster {
     pub timeout: Duration,
     /// The probe lease's `PX` (15 s).
     pub probe_lease: Duration,
+    /// Where the task queue lives (README "Several routers": the shared queue).
+    pub tasks: QueueMode,
+    /// The operator checked that Redis writes to disk on every write, where `CONFIG` is
+    /// not allowed to say so.
+    pub assume_durable: bool,
+    /// A running task's lease in Redis (30 s), renewed while it runs.
+    pub task_lease: Duration,
+    /// Each task write at most (1 s): it waits for Redis's fsync, so it gets its own bound,
+    /// not the verdicts' `timeout`.
+    pub task_timeout: Duration,
+}
+
+/// `cluster.tasks`: each router's own queue in its SQLite file, or one queue in Redis for
+/// the whole pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueMode {
+    #[default]
+    Local,
+    Shared,
+}
+
+impl QueueMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueMode::Local => "local",
+            QueueMode::Shared => "shared",
+        }
+    }
 }
 
 /// Which API a machine speaks (`api:` in registry.yaml, docs/api.md "The Ollama endpoints"). Every

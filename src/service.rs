@@ -19,6 +19,9 @@ use crate::store::{Msg, Recalled, Restored, Store, StoreError};
 use crate::tasks::scheduler::FleetNow;
 use crate::tasks::Scheduler;
 
+mod restart;
+use restart::restart_only;
+
 /// Why the service could not start, or a reload was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -308,32 +311,4 @@ pub async fn prune_daily(svc: Arc<Service>) {
         }
         tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
     }
-}
-
-/// Settings a reload may not change (README "Safety"): the socket stays bound where it was, so its
-/// auth must stay as it was checked at start.
-fn restart_only(old: &Registry, new: &Registry) -> Result<(), ServiceError> {
-    let (o, n) = (&old.server, &new.server);
-    let changed =
-        |setting, old: String, new: String| Err(ServiceError::NeedsRestart { setting, old, new });
-    if o.listen != n.listen {
-        return changed("server.listen", o.listen.to_string(), n.listen.to_string());
-    }
-    if o.api_keys_env != n.api_keys_env {
-        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
-        return changed(
-            "server.api_keys_env",
-            show(&o.api_keys_env),
-            show(&n.api_keys_env),
-        );
-    }
-    if old.cluster != new.cluster {
-        let show = |c: &Option<crate::registry::Cluster>| {
-            c.as_ref().map_or("(none)".into(), |c| {
-                format!("{} as {} in {}", c.prefix, c.node, c.redis_url_env)
-            })
-        };
-        return changed("cluster", show(&old.cluster), show(&new.cluster));
-    }
-    Ok(())
 }

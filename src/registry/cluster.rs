@@ -1,6 +1,6 @@
 //! `cluster:` and each machine's `shared:` (README "Several routers"): which Redis names the
 //! routers that share verdicts, and which machines' verdicts are shared, keyed by their normalised
-//! URL.
+//! URL; and `cluster.tasks` with its bounds, where the task queue lives.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use serde_saphyr::Spanned;
 use super::durations::duration_within;
 use super::invalid::{err, Invalid};
 use super::raw::{RawCluster, SharedRaw};
-use super::Cluster;
+use super::{Cluster, QueueMode};
 
 /// Longest a Redis operation may be given: slower than this, Redis is down.
 const TIMEOUT_MAX: Duration = Duration::from_secs(5);
@@ -18,6 +18,13 @@ const TIMEOUT_MAX: Duration = Duration::from_secs(5);
 /// set.
 pub const PROBE_LEASE: Duration = Duration::from_secs(15);
 const PROBE_LEASE_MAX: Duration = Duration::from_secs(300);
+/// A running task's lease in Redis (README "Several routers": the shared queue), and the
+/// longest this registry may set: a dead router's tasks wait this long for another.
+pub const TASK_LEASE: Duration = Duration::from_secs(30);
+const TASK_LEASE_MAX: Duration = Duration::from_secs(3600);
+/// Each task write at most (it waits for Redis's fsync), and the longest.
+pub const TASK_TIMEOUT: Duration = Duration::from_secs(1);
+const TASK_TIMEOUT_MAX: Duration = Duration::from_secs(30);
 
 pub(super) fn validate_cluster(raw: &RawCluster) -> Result<Cluster, Invalid> {
     let env = &raw.redis_url_env;
@@ -62,13 +69,68 @@ pub(super) fn validate_cluster(raw: &RawCluster) -> Result<Cluster, Invalid> {
             "cluster.probe_lease: expected at least four times cluster.timeout, so its holder can renew it in time",
         );
     }
+    let (tasks, task_lease, task_timeout) = validate_queue(raw)?;
     Ok(Cluster {
         redis_url_env: env.value.clone(),
         prefix,
         node,
         timeout,
         probe_lease,
+        tasks,
+        assume_durable: raw.assume_durable.unwrap_or(false),
+        task_lease,
+        task_timeout,
     })
+}
+
+/// `cluster.tasks`, `cluster.task_lease` and `cluster.task_timeout`. A lease must leave its
+/// holder time for four renewals' writes, as the probe lease does.
+fn validate_queue(raw: &RawCluster) -> Result<(QueueMode, Duration, Duration), Invalid> {
+    let mode = match &raw.tasks {
+        None => QueueMode::Local,
+        Some(s) if s.value == "local" => QueueMode::Local,
+        Some(s) if s.value == "shared" => {
+            return err(
+                s.referenced,
+                "cluster.tasks: shared is not available in this build yet; expected local (each router's own queue in its SQLite file)",
+            )
+        }
+        Some(s) => {
+            return err(
+                s.referenced,
+                format!(
+                    "cluster.tasks: expected local or shared, got '{}'",
+                    crate::text::bounded(&s.value)
+                ),
+            )
+        }
+    };
+    let lease = duration_within(
+        &raw.task_lease,
+        TASK_LEASE,
+        "cluster.task_lease",
+        TASK_LEASE_MAX,
+    )?;
+    let timeout = duration_within(
+        &raw.task_timeout,
+        TASK_TIMEOUT,
+        "cluster.task_timeout",
+        TASK_TIMEOUT_MAX,
+    )?;
+    if lease < timeout * 4 {
+        return match (&raw.task_lease, &raw.task_timeout) {
+            (Some(s), _) => err(
+                s.referenced,
+                "cluster.task_lease: expected at least four times cluster.task_timeout, so its holder can renew it in time",
+            ),
+            (None, Some(s)) => err(
+                s.referenced,
+                "cluster.task_timeout: expected at most a quarter of cluster.task_lease, so a lease's holder can renew it in time",
+            ),
+            (None, None) => Ok((mode, lease, timeout)),
+        };
+    }
+    Ok((mode, lease, timeout))
 }
 
 /// This host's name as a node name; `labrouter` when it has none usable.

@@ -121,6 +121,10 @@ pub struct RawCluster {
     pub node: Option<S<String>>,
     pub timeout: Option<S<String>>,
     pub probe_lease: Option<S<String>>,
+    pub tasks: Option<S<String>>,
+    pub assume_durable: Option<bool>,
+    pub task_lease: Option<S<String>>,
+    pub task_timeout: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -97,7 +97,15 @@ impl RedisServer {
         loop {
             if let Ok(mut c) = self.try_client().await {
                 if c.cmd(&["PING"]).await == Reply::Str("PONG".into()) {
-                    return true;
+                    // Another test's server may have taken the port between `free_port`
+                    // and this one's bind: only our own child counts.
+                    if self.answering_is_ours(&mut c).await {
+                        return true;
+                    }
+                    let mut child = self.child.take().unwrap();
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return false;
                 }
             }
             let exited = self.child.as_mut().unwrap().try_wait().unwrap().is_some();
@@ -111,6 +119,17 @@ impl RedisServer {
                 self.port
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether the server answering on the port is our child (`INFO server`'s process_id).
+    async fn answering_is_ours(&self, c: &mut Resp) -> bool {
+        let pid = self.child.as_ref().unwrap().id();
+        match c.cmd(&["INFO", "server"]).await {
+            Reply::Str(info) => info
+                .lines()
+                .any(|l| l.trim() == format!("process_id:{pid}")),
+            _ => false,
         }
     }
 

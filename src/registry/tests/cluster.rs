@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{assert_rejected_at, base_with, parse, BASE, FILE};
 use crate::outcome::MachineId;
-use crate::registry::{share_key, Cluster, Registry};
+use crate::registry::{share_key, Cluster, QueueMode, Registry};
 
 /// `BASE` with `block` appended after it (lines 16 on).
 fn with_cluster(block: &[&str]) -> Vec<String> {
@@ -37,6 +37,10 @@ fn the_shipped_block_uncommented_is_what_it_says() {
             node: "mac-mini".into(),
             timeout: Duration::from_millis(50),
             probe_lease: Duration::from_secs(15),
+            tasks: QueueMode::Local,
+            assume_durable: false,
+            task_lease: Duration::from_secs(30),
+            task_timeout: Duration::from_secs(1),
         })
     );
     // gpu-box.local is shared; the local model's 127.0.0.1 server is each host's own.
@@ -57,6 +61,10 @@ fn defaults_fill_what_is_not_written() {
     assert!(!c.node.is_empty() && c.node.len() <= 64, "{}", c.node);
     assert_eq!(c.timeout, Duration::from_millis(50));
     assert_eq!(c.probe_lease, Duration::from_secs(15));
+    assert_eq!(c.tasks, QueueMode::Local);
+    assert!(!c.assume_durable);
+    assert_eq!(c.task_lease, Duration::from_secs(30));
+    assert_eq!(c.task_timeout, Duration::from_secs(1));
     assert_eq!(parse(&with_cluster(&[])).unwrap().cluster, None);
 }
 
@@ -168,4 +176,79 @@ fn a_shared_verdict_is_keyed_by_the_normalised_url() {
         "https://gpu-box.local:443/v1"
     );
     assert_eq!(share_key("http://[::1]:8000"), "http://[::1]:8000");
+}
+
+#[test]
+fn the_task_queue_settings_are_read_as_written() {
+    let reg = parse(&with_cluster(&[
+        "cluster:",
+        "  redis_url_env: R",
+        "  tasks: local",
+        "  assume_durable: true",
+        "  task_lease: 10s",
+        "  task_timeout: 2s",
+    ]))
+    .unwrap();
+    let c = reg.cluster.unwrap();
+    assert_eq!(c.tasks, QueueMode::Local);
+    assert!(c.assume_durable);
+    assert_eq!(c.task_lease, Duration::from_secs(10));
+    assert_eq!(c.task_timeout, Duration::from_secs(2));
+}
+
+#[test]
+fn bad_task_queue_settings_are_rejected_where_they_are_written() {
+    let r = ["cluster:", "  redis_url_env: R"];
+    let case = |extra: &[&str]| with_cluster(&[&r[..], extra].concat());
+    let cases: &[(&[&str], usize, &str, &[&str])] = &[
+        (
+            &["  tasks: shared"],
+            18,
+            "shared",
+            &["cluster.tasks: shared is not available in this build yet"],
+        ),
+        (
+            &["  tasks: everywhere"],
+            18,
+            "everywhere",
+            &["cluster.tasks", "local or shared", "'everywhere'"],
+        ),
+        (
+            &["  task_lease: 0s"],
+            18,
+            "0s",
+            &["cluster.task_lease", "above zero"],
+        ),
+        (
+            &["  task_lease: 2h"],
+            18,
+            "2h",
+            &["cluster.task_lease", "at most 1h"],
+        ),
+        (
+            &["  task_timeout: 1m"],
+            18,
+            "1m",
+            &["cluster.task_timeout", "at most"],
+        ),
+        (
+            &["  task_timeout: 2s", "  task_lease: 5s"],
+            19,
+            "5s",
+            &["cluster.task_lease", "four times cluster.task_timeout"],
+        ),
+        (
+            &["  task_timeout: 10s"],
+            18,
+            "10s",
+            &["cluster.task_timeout", "a quarter of cluster.task_lease"],
+        ),
+    ];
+    for (extra, line, needle, says) in cases {
+        assert_rejected_at(&case(extra), *line, needle, says);
+    }
+    let e = parse(&case(&["  assume_durable: maybe"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("registry.yaml:18:"), "{e}");
 }

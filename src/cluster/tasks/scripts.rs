@@ -1,0 +1,314 @@
+//! The shared queue's Lua: every change that touches more than one key is one script, so
+//! it is atomic, one round trip, and reads only Redis's clock (`TIME`), never a host's.
+//!
+//! Keys under `{prefix}:tasks:` (README "Several routers", the shared queue):
+//! - `t:{id}`, a hash per task. The router writes `doc` (the task without its request and
+//!   result), `req`, `result`, `owner`, `score`; the scripts alone write `status`, `lease`
+//!   (the holder's token), `lapses` (Redis ms of each lease that lapsed), `started_ms`,
+//!   `ended_ms` and `ended_by`, so a status is only ever changed here, by compare-and-set.
+//! - `ready` (zset): tasks that may run now, scored priority then age (lowest first).
+//! - `later` (zset): tasks that may run from a time on (a backoff), scored by Redis ms.
+//! - `leases` (zset): running tasks, scored by when their lease lapses (Redis ms).
+//! - `all` (zset, every score 0): every task id, which sort by age, for the list and the prune.
+//! - `open` (zset, every score 0): the unfinished tasks, counted against `tasks.max_queued`.
+//! - `idem:{hash}`: `{fingerprint} {id}`, the pool-wide `Idempotency-Key`.
+//! - `seq`: the counter that numbers tasks in submit order.
+//!
+//! A task's hash is named from its id inside the scripts that walk the zsets (claim, list):
+//! one Redis, not a Redis Cluster, as the verdicts are.
+
+use redis::Script;
+
+/// Helpers every script shares: Redis's clock, whether a status is final, and one task's
+/// hash read whole but bounded: each field's length is looked at (`HSTRLEN`) before it is
+/// read, so a huge value stays in Redis; a key of another type is named, not read.
+const COMMON: &str = r"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local finals = {succeeded = true, failed = true, cancelled = true, expired = true}
+local fields = {'status', 'doc', 'lapses', 'started_ms', 'ended_ms', 'ended_by', 'seq', 'result', 'req'}
+local function fetch(k, id, max, whole)
+  local kind = redis.call('TYPE', k).ok
+  if kind == 'none' then return nil end
+  if kind ~= 'hash' then return {'!', id, 'its key holds a ' .. kind .. ', not a task'} end
+  local n = whole and #fields or #fields - 2
+  for i = 1, n do
+    local len = redis.call('HSTRLEN', k, fields[i])
+    if len > max then
+      return {'!', id, 'its field ' .. fields[i] .. ' is ' .. len .. ' bytes, more than ' .. max}
+    end
+  end
+  local out = {'=', id}
+  local got = redis.call('HMGET', k, unpack(fields, 1, n))
+  for i = 1, n do out[#out + 1] = got[i] or '' end
+  return out
+end
+local function unqueue(id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+end
+local function close(id)
+  unqueue(id)
+  redis.call('ZREM', KEYS[5], id)
+end
+";
+
+/// A submit: a new task, or the one its idempotency key already names. Atomic, so two
+/// routers submitting one key at once make one task.
+/// A resend of a keyed submit is answered however full the queue is; a new task only while
+/// the pool holds fewer than `max_open` unfinished ones (0: no bound).
+/// KEYS: task, ready, later, leases, all, idem, seq, open. ARGV: id, status, score, owner,
+/// doc, req, fingerprint ('' = no key), max_open.
+/// Returns `{'new', id}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}` or
+/// `{'!', why}`.
+const SUBMIT: &str = r"
+local fp = ARGV[7]
+if fp ~= '' then
+  local kind = redis.call('TYPE', KEYS[6]).ok
+  if kind == 'string' then
+    local v = redis.call('STRLEN', KEYS[6]) <= 200 and redis.call('GET', KEYS[6]) or ''
+    local sp = string.find(v, ' ', 1, true)
+    if not sp then return {'!', 'its idempotency key holds no task'} end
+    if string.sub(v, 1, sp - 1) == fp then return {'existing', string.sub(v, sp + 1)} end
+    return {'reused', ''}
+  elseif kind ~= 'none' then
+    return {'!', 'its idempotency key holds a ' .. kind .. ', not a task'}
+  end
+end
+local open = redis.call('ZCARD', KEYS[8])
+if tonumber(ARGV[8]) > 0 and open >= tonumber(ARGV[8]) then return {'full', tostring(open)} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'!', 'a task with its id exists'} end
+local seq = redis.pcall('INCR', KEYS[7])
+if type(seq) ~= 'number' then return {'!', 'the task counter holds no whole number'} end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'owner', ARGV[4], 'doc', ARGV[5],
+  'req', ARGV[6], 'score', ARGV[3], 'seq', seq, 'lease', '', 'lapses', '')
+if ARGV[2] == 'queued' or ARGV[2] == 'waiting' then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+end
+redis.call('ZADD', KEYS[5], 0, ARGV[1])
+redis.call('ZADD', KEYS[8], 0, ARGV[1])
+if fp ~= '' then
+  redis.call('SET', KEYS[6], fp .. ' ' .. ARGV[1])
+  redis.call('HSET', KEYS[1], 'idem', KEYS[6])
+end
+return {'new', ARGV[1]}
+";
+
+/// The next task to run, under a lease. First the leases that lapsed (their router died):
+/// each task goes back to `ready` with the lapse recorded, or is failed at its second
+/// (`ended_by` = `interrupted`); then tasks due from `later` join `ready`; then the head of
+/// `ready` (priority, then age) is taken. Entries that name no runnable task are dropped.
+/// KEYS: open, ready, later, leases. ARGV: task key prefix, token, lease_ms, max.
+/// Returns `{}` when nothing is due, else what [`COMMON`]'s `fetch` returns (whole).
+const CLAIM: &str = r"
+local now = now_ms()
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 32)) do
+  redis.call('ZREM', KEYS[4], id)
+  local k = ARGV[1] .. id
+  if redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'status') == 'running' then
+    local lapses = redis.call('HSTRLEN', k, 'lapses') <= 64 and redis.call('HGET', k, 'lapses') or 'x,x'
+    if lapses == '' then lapses = tostring(now) else lapses = lapses .. ',' .. now end
+    redis.call('HSET', k, 'lapses', lapses, 'lease', '')
+    if string.find(lapses, ',', 1, true) then
+      redis.call('HSET', k, 'status', 'failed', 'ended_ms', now, 'ended_by', 'interrupted', 'req', '')
+      redis.call('ZREM', KEYS[1], id)
+    else
+      redis.call('HSET', k, 'status', 'queued')
+      redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
+    end
+  end
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64)) do
+  redis.call('ZREM', KEYS[3], id)
+  local k = ARGV[1] .. id
+  if redis.call('TYPE', k).ok == 'hash' then
+    redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
+  end
+end
+for _ = 1, 64 do
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)
+  if #head == 0 then return {} end
+  local id = head[1]
+  redis.call('ZREM', KEYS[2], id)
+  local k = ARGV[1] .. id
+  local got = fetch(k, id, tonumber(ARGV[4]), true)
+  if got and got[1] == '!' then return got end
+  local s = got and got[3]
+  if s == 'queued' or s == 'waiting' then
+    redis.call('HSET', k, 'status', 'running', 'lease', ARGV[2])
+    if redis.call('HEXISTS', k, 'started_ms') == 0 then redis.call('HSET', k, 'started_ms', now) end
+    redis.call('ZADD', KEYS[4], now + tonumber(ARGV[3]), id)
+    return fetch(k, id, tonumber(ARGV[4]), true)
+  end
+end
+return {}
+";
+
+/// The holder keeps its lease, and may save the task's progress (`doc`) with it. Anyone
+/// else (its lease lapsed and another took it, or the task was cancelled or finished)
+/// gets 0 and must stop.
+/// KEYS: task, ready, later, leases, open. ARGV: id, token, lease_ms, doc ('' = keep).
+const RENEW: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+local s = redis.call('HMGET', KEYS[1], 'status', 'lease')
+if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 0 end
+redis.call('ZADD', KEYS[4], now_ms() + tonumber(ARGV[3]), ARGV[1])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'doc', ARGV[4]) end
+return 1
+";
+
+/// The holder gives its task back unfinished: `queued` or `waiting`, due at once or after
+/// `delay_ms` (a backoff). Compare-and-set on the lease, as [`RENEW`].
+/// KEYS: task, ready, later, leases, open. ARGV: id, token, status, doc, delay_ms.
+const RELEASE: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+local s = redis.call('HMGET', KEYS[1], 'status', 'lease', 'score')
+if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 0 end
+unqueue(ARGV[1])
+redis.call('HSET', KEYS[1], 'status', ARGV[3], 'doc', ARGV[4], 'lease', '')
+local delay = tonumber(ARGV[5])
+if delay > 0 then
+  redis.call('ZADD', KEYS[3], now_ms() + delay, ARGV[1])
+else
+  redis.call('ZADD', KEYS[2], tonumber(s[3]) or 0, ARGV[1])
+end
+return 1
+";
+
+/// A task's end, compare-and-set on its status: the first final status written wins,
+/// whoever writes it (a router whose lease lapsed while Redis was away included); any
+/// later one is dropped. The request body goes with the end; the result stays.
+/// KEYS: task, ready, later, leases, open. ARGV: id, status, doc, result.
+/// Returns `{1, status}` when written, `{0, status}` (the final one) when dropped, `{0, ''}`
+/// when there is no such task.
+const FINISH: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return {0, ''} end
+local s = redis.call('HGET', KEYS[1], 'status') or ''
+if finals[s] then return {0, s} end
+close(ARGV[1])
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'doc', ARGV[3], 'result', ARGV[4],
+  'lease', '', 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
+return {1, ARGV[2]}
+";
+
+/// A cancel by the task's owner (`*`: any): compare-and-set as [`FINISH`]. A running
+/// task's holder learns it at its next renew and stops.
+/// KEYS: task, ready, later, leases, open. ARGV: id, owner.
+/// Returns `{1, status before}`, `{0, final status}`, or `{0, ''}` (no such task of this owner).
+const CANCEL: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return {0, ''} end
+local s = redis.call('HMGET', KEYS[1], 'status', 'owner')
+if ARGV[2] ~= '*' and s[2] ~= ARGV[2] then return {0, ''} end
+local st = s[1] or ''
+if finals[st] then return {0, st} end
+close(ARGV[1])
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
+  'ended_ms', now_ms(), 'ended_by', 'cancel')
+return {1, st}
+";
+
+/// A task claimed but unreadable (a value another hand spoiled) is set aside, `failed`,
+/// so it never comes back to the head of the queue. Compare-and-set on the lease.
+/// KEYS: task, ready, later, leases, open. ARGV: id, token.
+const SET_ASIDE: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then return 0 end
+close(ARGV[1])
+redis.call('HSET', KEYS[1], 'status', 'failed', 'lease', '', 'ended_ms', now_ms(), 'ended_by', 'spoiled')
+return 1
+";
+
+/// One task, whole (request and result too). KEYS: task. ARGV: id, max.
+const GET: &str = r"
+return fetch(KEYS[1], ARGV[1], tonumber(ARGV[2]), true) or {}
+";
+
+/// A page of tasks, newest first, without request or result: ids before `before` ('' =
+/// the newest), of `owner` (`*`: any) and `status` ('' = any), at most `limit`, looking at
+/// no more than `scan` ids. KEYS: all. ARGV: task key prefix, before, limit, status,
+/// owner, scan, max. Returns the tasks' `fetch`es, flattened, then the last id looked at
+/// ('' when the list ended).
+const LIST: &str = r"
+local from = ARGV[2] == '' and '+' or ('(' .. ARGV[2])
+local ids = redis.call('ZREVRANGEBYLEX', KEYS[1], from, '-', 'LIMIT', 0, tonumber(ARGV[6]))
+local out, n, last = {}, 0, ''
+for _, id in ipairs(ids) do
+  last = id
+  local k = ARGV[1] .. id
+  local owner = redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'owner')
+  if owner and (ARGV[5] == '*' or owner == ARGV[5]) then
+    local got = fetch(k, id, tonumber(ARGV[7]), false)
+    if got[1] == '!' or ARGV[4] == '' or got[3] == ARGV[4] then
+      for _, v in ipairs(got) do out[#out + 1] = v end
+      n = n + 1
+      if n >= tonumber(ARGV[3]) then return {out, id} end
+    end
+  end
+end
+if #ids < tonumber(ARGV[6]) then last = '' end
+return {out, last}
+";
+
+/// Finished tasks that ended more than `keep_ms` ago go, with their idempotency keys
+/// (README "Tasks": `tasks.keep`), oldest first, looking at no more than `scan` ids.
+/// KEYS: all. ARGV: task key prefix, keep_ms, scan. Returns how many went.
+const PRUNE: &str = r"
+local before = now_ms() - tonumber(ARGV[2])
+local gone = 0
+for _, id in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], '-', '+', 'LIMIT', 0, tonumber(ARGV[3]))) do
+  local k = ARGV[1] .. id
+  if redis.call('TYPE', k).ok ~= 'hash' then
+    redis.call('ZREM', KEYS[1], id)
+  else
+    local h = redis.call('HMGET', k, 'status', 'ended_ms', 'idem')
+    local ended = tonumber(h[2] or '')
+    if finals[h[1] or ''] and ended and ended <= before then
+      local idem = h[3] or ''
+      if idem ~= '' and redis.call('TYPE', idem).ok == 'string'
+        and redis.call('STRLEN', idem) <= 200
+        and string.sub(redis.call('GET', idem), -#id - 1) == ' ' .. id then
+        redis.call('DEL', idem)
+      end
+      redis.call('DEL', k)
+      redis.call('ZREM', KEYS[1], id)
+      gone = gone + 1
+    end
+  end
+end
+return gone
+";
+
+/// The scripts, hashed once.
+pub(super) struct Scripts {
+    pub submit: Script,
+    pub claim: Script,
+    pub renew: Script,
+    pub release: Script,
+    pub finish: Script,
+    pub cancel: Script,
+    pub set_aside: Script,
+    pub get: Script,
+    pub list: Script,
+    pub prune: Script,
+}
+
+impl Scripts {
+    pub fn new() -> Scripts {
+        let with = |body: &str| Script::new(&format!("{COMMON}{body}"));
+        Scripts {
+            submit: with(SUBMIT),
+            claim: with(CLAIM),
+            renew: with(RENEW),
+            release: with(RELEASE),
+            finish: with(FINISH),
+            cancel: with(CANCEL),
+            set_aside: with(SET_ASIDE),
+            get: with(GET),
+            list: with(LIST),
+            prune: with(PRUNE),
+        }
+    }
+}

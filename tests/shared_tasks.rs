@@ -1,0 +1,42 @@
+//! README "Several routers", the shared queue's Redis side: `labrouter::cluster::tasks` against a
+//! real `redis-server` (one per test, on a free loopback port; `scripts/test.sh` installs it).
+//! Each "router" is its own [`SharedQueue`] with its own connection, as two processes have.
+//! What it proves:
+//!
+//! - a Redis that does not fsync every write is refused at start, naming the setting; a
+//!   Redis that denies `CONFIG` is refused unless `assume_durable` (`durable`);
+//! - two routers submitting one `Idempotency-Key` at once make one task (`submit`);
+//! - claims go by priority, then age; a lease that lapses puts the task back with one
+//!   `interrupted` attempt, and a second lapse fails it `interrupted` (`lease`);
+//! - a task ends once: a finish after another router's finish (or a cancel) is dropped and
+//!   the first result stays; its old holder's renew says stop (`lease`, `views`);
+//! - get, list and cancel from any router (`views`);
+//! - `tasks.max_queued` bounds the pool's unfinished tasks, and finished ones go after
+//!   `tasks.keep` with their idempotency keys (`bounds`);
+//! - values another hand left in Redis (garbage JSON, a 2 MB field, wrong types, numbers out
+//!   of range) are errors naming the task, never a panic, and never wedge the queue
+//!   (`hostile`).
+//!
+//! Leases run on Redis's clock (`TIME`), which a paused tokio clock cannot move: the lease
+//! tests use 300 ms leases and wait for them with real time, a second at most.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+#[path = "cluster/redis.rs"]
+mod redis;
+
+#[path = "shared_tasks/bounds.rs"]
+mod bounds;
+#[path = "shared_tasks/durable.rs"]
+mod durable;
+#[path = "shared_tasks/hostile.rs"]
+mod hostile;
+#[path = "shared_tasks/lease.rs"]
+mod lease;
+#[path = "shared_tasks/pool.rs"]
+mod pool;
+#[path = "shared_tasks/submit.rs"]
+mod submit;
+#[path = "shared_tasks/views.rs"]
+mod views;
