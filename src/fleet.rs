@@ -154,7 +154,9 @@ impl Fleet {
             found,
             upstreams,
             targets: (0..registry.models.len())
-                .map(|i| axum::http::HeaderValue::from_str(&registry.target_name(ModelId::from(i))).ok())
+                .map(|i| {
+                    axum::http::HeaderValue::from_str(&registry.target_name(ModelId::from(i))).ok()
+                })
                 .collect(),
             api_keys: ApiKeys(api_keys),
             registry,
