@@ -10,7 +10,7 @@
 #   - a stream of 64 chunks 20 ms apart: added time to the first chunk, added gap p50/p99,
 #     and the most concurrent streams with no chunk more than 200 ms late;
 #   - RSS idle, under the sweep's load and after it.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2153 # BODY, DIRECT, W_* and the rest come from scripts/bench.sh
 
 BOARD_ROUNDS=${BENCH_BOARD_ROUNDS:-5}
 BOARD_SECS=${BENCH_BOARD_SECS:-2}
@@ -150,9 +150,9 @@ board_report() {
   echo "$BOARD_TABLE"
   echo
   echo "raw: latency at 1 connection (direct, nginx, lean, labrouter, labrouter with its access log):"
-  sed 's/^/raw: /' <<<"$B_LAT"
+  sed '/^$/d; s/^/raw: /' <<<"$B_LAT"
   echo "raw: sweep (target connections req/s p99_us):"
   sed '/^$/d; s/^/raw: /' <<<"$B_SWEEP"
-  sed 's/^/raw: /' <<<"$B_TTFC"
+  sed '/^$/d; s/^/raw: /' <<<"$B_TTFC"
   sed '/^$/d; s/^/raw: /' <<<"$B_FAN"
 }
