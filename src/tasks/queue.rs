@@ -35,6 +35,7 @@ use crate::store::ms;
 
 mod admit;
 mod due;
+mod ready;
 mod views;
 mod walked;
 
@@ -134,8 +135,9 @@ fn key(e: &Entry) -> Key {
 #[derive(Default)]
 pub struct Queue {
     entries: HashMap<TaskId, Entry>,
-    /// Queued and waiting tasks (not blocked, not running) in the order they run.
-    ready: BTreeSet<Key>,
+    /// Queued and waiting tasks (not blocked, not running) in the order they run, by the
+    /// group they were routed into.
+    ready: ready::Ready,
     /// Children waiting on a parent.
     children: HashMap<TaskId, Vec<TaskId>>,
     /// Groups whose last walk found every target held back, until a breaker changes or
@@ -221,7 +223,7 @@ impl Queue {
     fn take(&mut self, id: &TaskId) -> Option<Entry> {
         let e = self.entries.remove(id)?;
         self.deadlines.remove(&(e.deadline, e.task.id.clone()));
-        self.ready.remove(&key(&e));
+        self.ready.remove(&e.group, &key(&e));
         Some(e)
     }
 
@@ -261,7 +263,7 @@ impl Queue {
             running: false,
         };
         if pending == 0 {
-            self.ready.insert(key(&e));
+            self.ready.insert(&e.group, key(&e));
         }
         self.put(e);
     }
@@ -275,7 +277,7 @@ impl Queue {
         if e.pending == 0 && e.task.status == TaskStatus::Blocked {
             e.task.status = TaskStatus::Queued;
             let k = key(e);
-            self.ready.insert(k);
+            self.ready.insert(&e.group, k);
         }
     }
 

@@ -109,7 +109,19 @@ impl Queue {
         let mut chosen: Vec<(TaskId, Group)> = Vec::new();
         let mut starting: HashSet<Group> = HashSet::new();
         let (mut last, mut done) = (None, true);
-        for (seen, k) in self.ready.range((from, Bound::Unbounded)).enumerate() {
+        // Only places that may move are looked through: a parked group, one held to its
+        // probe or full this tick waits without costing the tick a look at each task.
+        let held = |g: &Group| {
+            self.parked.contains_key(g)
+                || due.full.contains(g)
+                || (!self.open.contains(g) && self.probing.contains(g))
+        };
+        let mut ready = self.ready.merged(from, |place| match place {
+            Some((g, v)) if v == version => !held(g),
+            _ => true,
+        });
+        let mut seen = 0;
+        while let Some((place, k)) = ready.next() {
             let running = self.running as usize + chosen.len();
             if running >= max_running as usize || due.route.len() >= ROUTE_BATCH {
                 break;
@@ -118,6 +130,7 @@ impl Queue {
                 done = false;
                 break;
             }
+            seen += 1;
             last = Some(k);
             let Some(e) = self.entries.get(&k.2) else {
                 continue;
@@ -126,23 +139,22 @@ impl Queue {
                 due.soon(at);
                 continue;
             }
-            let Some((group, _)) = e.group.as_ref().filter(|(_, v)| v == version) else {
+            let Some((group, _)) = place.as_ref().filter(|(_, v)| v == version) else {
                 due.route.push(k.2.clone());
                 continue;
             };
-            let open = self.open.contains(group);
-            let held_back = self.parked.contains_key(group)
-                || due.full.contains(group)
-                || (!open && (self.probing.contains(group) || starting.contains(group)));
-            if held_back {
+            if !self.open.contains(group) && starting.contains(group) {
                 continue;
             }
             if !free(group) {
                 due.full.insert(Arc::clone(group));
+                ready.drop_group(group);
                 continue;
             }
-            if !open {
+            if !self.open.contains(group) {
+                // A group not known to serve is walked by one task at a time.
                 starting.insert(Arc::clone(group));
+                ready.drop_group(group);
             }
             chosen.push((k.2.clone(), Arc::clone(group)));
         }
@@ -180,7 +192,7 @@ impl Queue {
             prepared: e.prepared.clone(),
             waited,
         };
-        self.ready.remove(&k);
+        self.ready.remove(&e.group, &k);
         self.running += 1;
         Some(start)
     }
@@ -206,13 +218,14 @@ impl Queue {
         };
         // Routed into a group that is parked: it waits with the others, for the same reason
         // (it is not walked until a breaker changes).
+        let place = Some((Arc::clone(&group), version.to_string()));
         let why = self
             .parked
             .contains_key(&group)
             .then(|| {
-                self.entries.values().find_map(|o| {
-                    let same = o.group.as_ref().is_some_and(|(g, _)| *g == group);
-                    (same && o.task.status == TaskStatus::Waiting)
+                self.ready.of(&place).find_map(|k| {
+                    let o = self.entries.get(&k.2)?;
+                    (o.task.status == TaskStatus::Waiting)
                         .then(|| o.task.waiting_for.clone())
                         .flatten()
                 })
@@ -223,7 +236,11 @@ impl Queue {
                 e.task.status = TaskStatus::Waiting;
                 e.task.waiting_for = Some(why);
             }
-            e.group = Some((group, version.to_string()));
+            let k = key(e);
+            let was = std::mem::replace(&mut e.group, place);
+            if self.ready.remove(&was, &k) {
+                self.ready.insert(&e.group, k);
+            }
             super::hold(&mut self.held, e, Some(prepared));
         }
         Vec::new()

@@ -376,13 +376,13 @@ fn a_group_without_a_free_slot_waits_queued_and_the_next_group_goes() {
 #[test]
 fn a_long_queue_is_scanned_a_chunk_at_a_time_and_none_is_missed() {
     let mut lab = Lab::new();
-    let held = group(&[0]);
-    for _ in 0..300 {
-        lab.add(0, &[], &held);
+    // 300 groups without a free slot: each is looked at once before the one that goes.
+    for m in 0..300 {
+        lab.add(0, &[], &group(&[m]));
     }
-    let last = lab.add(0, &[], &group(&[1]));
+    let last = lab.add(0, &[], &group(&[1000]));
     let mut due = lab.q.expire(lab.now, lab.wall).1;
-    let free = |g: &[ModelId]| g[0] != ModelId(0);
+    let free = |g: &[ModelId]| g[0] == ModelId(1000);
     let first = lab
         .q
         .scan(&mut due, None, lab.now, lab.wall, 10, "v1", &free);
@@ -401,6 +401,33 @@ fn a_long_queue_is_scanned_a_chunk_at_a_time_and_none_is_missed() {
     }
     let started: Vec<TaskId> = due.start.into_iter().map(|s| s.id).collect();
     assert_eq!(started, [last], "found behind 300 held back");
+}
+
+#[test]
+fn a_group_held_back_costs_a_tick_one_look_however_many_tasks_wait_in_it() {
+    let mut lab = Lab::new();
+    let (full, parked) = (group(&[0]), group(&[2]));
+    let first = lab.add(0, &[], &parked);
+    assert_eq!(lab.starts(1), [first.clone()]);
+    lab.walked(&first, &parked, WalkEnd::Unserved(tried(false)));
+    for _ in 0..300 {
+        lab.add(0, &[], &full);
+    }
+    for _ in 0..300 {
+        lab.add(0, &[], &parked);
+    }
+    let last = lab.add(0, &[], &group(&[1]));
+    let mut due = lab.q.expire(lab.now, lab.wall).1;
+    let free = |g: &[ModelId]| g[0] != ModelId(0);
+    let next = lab
+        .q
+        .scan(&mut due, None, lab.now, lab.wall, 10, "v1", &free);
+    assert!(
+        next.is_none(),
+        "one chunk: 600 held back are not looked through"
+    );
+    let started: Vec<TaskId> = due.start.into_iter().map(|s| s.id).collect();
+    assert_eq!(started, [last]);
 }
 
 #[test]

@@ -137,7 +137,7 @@ impl Queue {
             let until = tried.soonest.map(|d| crate::clock::after(now, d));
             self.parked.insert(Arc::clone(group), until);
         }
-        self.ready.insert(key(&e));
+        self.ready.insert(&e.group, key(&e));
         self.put(e);
     }
 
@@ -210,7 +210,7 @@ impl Queue {
             tasks: vec![e.task.clone()],
             ack: false,
         };
-        self.ready.insert(key(&e));
+        self.ready.insert(&e.group, key(&e));
         self.put(e);
         vec![write]
     }
