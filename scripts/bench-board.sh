@@ -136,7 +136,7 @@ board_table() {
 | most concurrent streams, no chunk > 200 ms late (of $BOARD_FANOUT) | ${bd:-0} | | | ${br:-0} | as many as direct | $(ok "${br:-0} >= ${bd:-0}") |
 | RSS idle / under load / after (MB) | | | | $(mb "$RSS_IDLE") / $(mb "$RSS_LOAD_MAX") / $(mb "$RSS_RECOVERED") | idle ≤ 20 MB; after within 10% of idle | $(ok "$RSS_IDLE <= 20480 && $RSS_RECOVERED <= 1.1 * $RSS_IDLE") |
 
-Access log: labrouter with it on (RUST_LOG=info to a file) adds $(added "$l_g") µs at 1 connection against $(added "$l_r") µs off.
+Access log: labrouter with it on (RUST_LOG=info to a file) adds $(added "$l_g") µs at 1 connection against $(added "$l_r") µs off; at $CONNS connections it serves $(thousands "$(kv "$W_LOGGED" rps)") req/s on against $(thousands "$rr") off (**$(ratio "$(kv "$W_LOGGED" rps)" "$rr")×**), p99 $(ms "$(kv "$W_LOGGED" p99_us)") ms against $(ms "$p99r") ms.
 Frontier (most req/s with p99 under 1 / 5 / 10 ms): $s
 EOF
 }

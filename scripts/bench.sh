@@ -326,9 +326,9 @@ wrk_rounds() {
   for u in "$@"; do grep "^$u WRK " "$TMP/wrk-rounds" | cut -d' ' -f2- | wrk_agg; done
 }
 log "1. fixed concurrency: $CONNS connections, $THREADS wrk threads, $ROUNDS rounds of ${ROUND_SECS}s per target"
-mapfile -t W < <(wrk_rounds "$DIRECT" "$ROUTER" "$NGINXU" "$LEANU")
-[ ${#W[@]} = 4 ] || die "wrk runs failed"
-W_DIRECT=${W[0]} W_ROUTER=${W[1]} W_NGINX=${W[2]} W_LEAN=${W[3]}
+mapfile -t W < <(wrk_rounds "$DIRECT" "$ROUTER" "$NGINXU" "$LEANU" "$LOGGEDU")
+[ ${#W[@]} = 5 ] || die "wrk runs failed"
+W_DIRECT=${W[0]} W_ROUTER=${W[1]} W_NGINX=${W[2]} W_LEAN=${W[3]} W_LOGGED=${W[4]}
 for w in "${W[@]}"; do
   if [ "$(kv "$w" status_errors)" != 0 ] || [ "$(kv "$w" socket_errors)" != 0 ]; then
     log "warning: errors during load: $w"

@@ -124,6 +124,12 @@ struct Entry {
     running: bool,
 }
 
+/// A parked group: until when (`None`: until a breaker changes), and what its tasks wait for.
+struct Parked {
+    until: Option<Instant>,
+    why: String,
+}
+
 /// Run order: priority (higher first), then position.
 type Key = (i64, u64, TaskId);
 
@@ -142,7 +148,7 @@ pub struct Queue {
     children: HashMap<TaskId, Vec<TaskId>>,
     /// Groups whose last walk found every target held back, until a breaker changes or
     /// their soonest cooldown ends.
-    parked: HashMap<Group, Option<Instant>>,
+    parked: HashMap<Group, Parked>,
     /// Groups with a walk in flight while not known to serve: one walk at a time.
     probing: HashSet<Group>,
     /// Groups whose last walk served: their tasks start as slots allow.

@@ -80,9 +80,9 @@ impl Queue {
         if let Some((deadline, _)) = self.deadlines.first() {
             due.soon(*deadline);
         }
-        self.parked.retain(|_, until| until.is_none_or(|u| u > now));
-        for until in self.parked.values().flatten() {
-            due.soon(*until);
+        self.parked.retain(|_, p| p.until.is_none_or(|u| u > now));
+        for until in self.parked.values().filter_map(|p| p.until) {
+            due.soon(until);
         }
         (effects, due)
     }
@@ -218,19 +218,8 @@ impl Queue {
         };
         // Routed into a group that is parked: it waits with the others, for the same reason
         // (it is not walked until a breaker changes).
-        let place = Some((Arc::clone(&group), version.to_string()));
-        let why = self
-            .parked
-            .contains_key(&group)
-            .then(|| {
-                self.ready.of(&place).find_map(|k| {
-                    let o = self.entries.get(&k.2)?;
-                    (o.task.status == TaskStatus::Waiting)
-                        .then(|| o.task.waiting_for.clone())
-                        .flatten()
-                })
-            })
-            .flatten();
+        let why = self.parked.get(&group).map(|p| p.why.clone());
+        let place = Some((group, version.to_string()));
         if let Some(e) = self.entries.get_mut(id) {
             if let (Some(why), TaskStatus::Queued) = (why, e.task.status) {
                 e.task.status = TaskStatus::Waiting;

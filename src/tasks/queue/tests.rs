@@ -431,6 +431,23 @@ fn a_group_held_back_costs_a_tick_one_look_however_many_tasks_wait_in_it() {
 }
 
 #[test]
+fn a_task_routed_into_a_parked_group_waits_for_the_same_reason_even_when_no_other_waits() {
+    let mut lab = Lab::new();
+    let g = group(&[0]);
+    let first = lab.add(0, &[], &g);
+    assert_eq!(lab.starts(1), [first.clone()]);
+    lab.walked(&first, &g, WalkEnd::Unserved(tried(false)));
+    assert!(lab.q.cancel(&first, None, lab.wall).is_some());
+    let next = lab.add(0, &[], &g);
+    let t = lab.task(&next);
+    assert_eq!(t.status, TaskStatus::Waiting);
+    assert_eq!(
+        t.waiting_for.as_deref(),
+        Some("every target it accepts is held back: m@box open")
+    );
+}
+
+#[test]
 fn a_task_routed_under_another_registry_version_is_routed_again() {
     let mut lab = Lab::new();
     let a = lab.add(0, &[], &group(&[0]));

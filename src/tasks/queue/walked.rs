@@ -125,17 +125,21 @@ impl Queue {
         }
         if !by_slots {
             // The tasks queued behind it accept the same targets: they wait too.
-            let why = e.task.waiting_for.clone();
-            for other in self.entries.values_mut() {
-                let same = other.group.as_ref().is_some_and(|(g, _)| g == group);
-                if same && other.task.status == TaskStatus::Queued {
+            let why = e.task.waiting_for.clone().unwrap_or_default();
+            let behind: Vec<TaskId> = self.ready.of(&e.group).map(|k| k.2.clone()).collect();
+            for id in &behind {
+                let Some(other) = self.entries.get_mut(id) else {
+                    continue;
+                };
+                if other.task.status == TaskStatus::Queued {
                     other.task.status = TaskStatus::Waiting;
-                    other.task.waiting_for.clone_from(&why);
+                    other.task.waiting_for = Some(why.clone());
                 }
             }
             self.open.remove(group);
             let until = tried.soonest.map(|d| crate::clock::after(now, d));
-            self.parked.insert(Arc::clone(group), until);
+            self.parked
+                .insert(Arc::clone(group), super::Parked { until, why });
         }
         self.ready.insert(&e.group, key(&e));
         self.put(e);
