@@ -110,6 +110,7 @@ fi
 TARGET=${CARGO_TARGET_DIR:-target}
 case "$TARGET" in /*) ;; *) TARGET=$ROOT/$TARGET;; esac
 BIN=$TARGET/release
+LOAD=$BIN/examples/bench_load
 for b in labrouter examples/bench_sim examples/bench_load examples/bench_tasks examples/bench_media examples/bench_tiers examples/lean_proxy; do
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run cargo build --release --examples"
 done
@@ -349,7 +350,6 @@ C_ROUTER=$(cpu_per_request "$ROUTER_PID" wrk_once "$ROUTER" "$ROUND_SECS") || di
 C_NGINX=$(cpu_per_request "$NGINX_PIDS" wrk_once "$NGINXU" "$ROUND_SECS") || die "CPU per request: nginx run failed"
 
 # ---------------------------------------------------------------- fixed rate
-LOAD=$BIN/examples/bench_load
 log "1b. fixed rate: $RPS req/s, ${SECS}s per target in 1s turns"
 RATE_OUT=$("$LOAD" rate --url "$DIRECT" --url "$ROUTER" --url "$NGINXU" --rps "$RPS" \
   --secs "$SECS" --slice-secs 1 --warmup-secs "$WARMUP" --body "$BODY")
