@@ -159,6 +159,10 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
             scheduler,
         ))));
     }
+    // The pool's queue (`cluster.tasks: shared`): this router's worker on it.
+    if let Some(pooled) = svc.pooled() {
+        tasks.push(tokio::spawn(Arc::clone(pooled).run()));
+    }
     // The digest's per-day counts, whether or not Telegram is on to send it.
     if svc.store().is_some() {
         tasks.push(tokio::spawn(crate::sample::sample_counters_every(

@@ -130,6 +130,11 @@ impl SharedQueue {
         })
     }
 
+    /// A running task's lease, `cluster.task_lease`.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
     /// Stores `task` (queued, waiting or blocked) with its request, unless its key names
     /// one already or the pool holds `max_open` unfinished tasks (0: no bound):
     /// [`Inserted::New`] only once Redis acknowledged the write.

@@ -1,0 +1,231 @@
+//! The shared queue's shell (README "Several routers", the shared queue): with
+//! `cluster.tasks: shared` the task API reads and writes the pool's queue in Redis
+//! ([`crate::cluster::tasks`]) instead of this router's SQLite file, and a worker per router
+//! (`worker`) claims due tasks and runs each through the same walk as local tasks.
+//!
+//! Redis down or slower than `cluster.task_timeout` is said, never hidden: submits are
+//! refused (503 `queue_unavailable` with `Retry-After`), never acknowledged without Redis's
+//! fsync; `/status` shows the queue's state; the log and the ledger (`(cluster)` rows) say
+//! when it went down and came back. Interactive requests never touch the queue.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::Notify;
+
+use super::model::{Task, TaskId};
+use super::queue::Queue;
+use super::scheduler::FleetNow;
+use super::slots::Slots;
+use super::submit::NewTask;
+use crate::cluster::tasks::{Cancelled, Fetched, Page, QueueError, SharedQueue};
+use crate::outcome::TaskStatus;
+use crate::store::tasks::{Idem, Inserted};
+use crate::store::{Msg, Store};
+
+mod worker;
+
+/// How often a `?wait=` looks at a task again.
+const WAIT_LOOK: Duration = Duration::from_millis(250);
+
+/// What a submit did.
+#[derive(Debug)]
+pub enum Pooled {
+    New(Box<Task>),
+    /// The Idempotency-Key named this task already (same body).
+    Replayed(Box<Fetched>),
+}
+
+/// Why a shared-queue operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error("this Idempotency-Key was already used with a different body")]
+    KeyReused,
+    #[error("{0}")]
+    Vanished(String),
+}
+
+/// What `/status` says of the shared queue.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct QueueState {
+    /// `up` or `down`.
+    pub state: &'static str,
+    /// Tasks this router is running now.
+    pub running_here: u32,
+    /// Why it is down, while it is.
+    pub last_error: Option<String>,
+}
+
+/// This router's end of the pool's queue.
+pub struct PoolQueue {
+    queue: SharedQueue,
+    fleet: FleetNow,
+    /// Task slots per machine, this router's own (walks share them).
+    slots: Arc<Slots>,
+    /// Walks running on this router (`tasks.max_running`).
+    running: AtomicU32,
+    /// A walk ended or a task came: the worker looks again.
+    wake: Notify,
+    /// The last operation reached Redis.
+    up: AtomicBool,
+    last_error: Mutex<Option<String>>,
+    /// For the ledger's `(cluster)` rows.
+    store: Option<Arc<Store>>,
+}
+
+impl std::fmt::Debug for PoolQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolQueue")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PoolQueue {
+    pub fn new(queue: SharedQueue, fleet: FleetNow, store: Option<Arc<Store>>) -> PoolQueue {
+        PoolQueue {
+            queue,
+            fleet,
+            slots: Arc::new(Slots::default()),
+            running: AtomicU32::new(0),
+            wake: Notify::new(),
+            up: AtomicBool::new(true),
+            last_error: Mutex::new(None),
+            store,
+        }
+    }
+
+    /// Runs this router's worker until the process ends (or the task is aborted).
+    pub async fn run(self: Arc<Self>) {
+        worker::run(self).await;
+    }
+
+    /// The queue's state for `/status`.
+    pub fn state(&self) -> QueueState {
+        let up = self.up.load(Ordering::Acquire);
+        QueueState {
+            state: if up { "up" } else { "down" },
+            running_here: self.running.load(Ordering::Acquire),
+            last_error: match up {
+                true => None,
+                false => self
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+            },
+        }
+    }
+
+    /// Whether the queue answered: a change of state is logged and ledgered once.
+    fn saw<T>(&self, r: Result<T, QueueError>) -> Result<T, QueueError> {
+        let now_up = !matches!(r, Err(QueueError::Unavailable(_)));
+        if let Err(QueueError::Unavailable(why)) = &r {
+            *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+        }
+        if self.up.swap(now_up, Ordering::AcqRel) != now_up {
+            let (from, to) = if now_up {
+                ("down", "up")
+            } else {
+                ("up", "down")
+            };
+            let why = match &r {
+                Err(e) => e.to_string(),
+                Ok(_) => "the shared task queue answers again".to_string(),
+            };
+            match now_up {
+                true => tracing::info!("shared task queue: Redis answers again"),
+                false => {
+                    tracing::warn!(error = %why, "shared task queue: Redis is unavailable; submits are refused with 503 until it returns")
+                }
+            }
+            if let Some(store) = &self.store {
+                let _ = store.sender().send(Msg::Cluster {
+                    at: SystemTime::now(),
+                    from: format!("task queue {from}"),
+                    to: format!("task queue {to}"),
+                    reason: crate::text::bounded(&why),
+                });
+            }
+        }
+        r
+    }
+
+    /// This router wrote `task`'s end.
+    fn finished(&self, task: &Task) {
+        tracing::debug!(task = %task.id, status = %task.status, "shared task queue: a task ended here");
+    }
+
+    /// Stores a new task in the pool's queue: [`Pooled::New`] only once Redis acknowledged
+    /// the write.
+    pub async fn submit(
+        &self,
+        owner: &str,
+        new: NewTask,
+        idem: Option<Idem>,
+    ) -> Result<Pooled, PoolError> {
+        let request = new.request.clone();
+        let task = Queue::new_task(owner, new, None, crate::clock::wall());
+        let max = (self.fleet)().registry.tasks.max_queued;
+        let done = self.saw(self.queue.submit(&task, &request, idem.as_ref(), max).await)?;
+        match done {
+            Inserted::New => {
+                self.wake.notify_one();
+                Ok(Pooled::New(Box::new(task)))
+            }
+            Inserted::KeyReused => Err(PoolError::KeyReused),
+            Inserted::Existing(id) => match self.get(&id, Some(owner)).await? {
+                Some(f) => Ok(Pooled::Replayed(Box::new(f))),
+                None => Err(PoolError::Vanished(format!("{id} vanished"))),
+            },
+        }
+    }
+
+    /// Task `id` of `owner` (anyone's when `None`), whole.
+    pub async fn get(
+        &self,
+        id: &TaskId,
+        owner: Option<&str>,
+    ) -> Result<Option<Fetched>, PoolError> {
+        let got = self.saw(self.queue.get(id).await)?;
+        Ok(got.filter(|f| owner.is_none_or(|o| f.task.owner == o)))
+    }
+
+    /// Task `id` once it finished, or as it is when `wait` passed.
+    pub async fn wait(
+        &self,
+        id: &TaskId,
+        owner: Option<&str>,
+        wait: Duration,
+    ) -> Result<Option<Fetched>, PoolError> {
+        let until = crate::clock::from_now(wait);
+        loop {
+            let got = self.get(id, owner).await?;
+            let done = got.as_ref().is_none_or(|f| f.task.status.is_finished());
+            if done || tokio::time::Instant::now() + WAIT_LOOK > until {
+                return Ok(got);
+            }
+            tokio::time::sleep(WAIT_LOOK).await;
+        }
+    }
+
+    /// A page of `owner`'s tasks, newest first.
+    pub async fn list(
+        &self,
+        owner: &str,
+        status: Option<TaskStatus>,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, PoolError> {
+        Ok(self.saw(self.queue.list(before, limit, status, Some(owner)).await)?)
+    }
+
+    /// Cancels task `id` of `owner` unless it ended (a running one stops at its router's
+    /// next renew).
+    pub async fn cancel(&self, id: &TaskId, owner: &str) -> Result<Cancelled, PoolError> {
+        Ok(self.saw(self.queue.cancel(id, Some(owner)).await)?)
+    }
+}
