@@ -26,16 +26,24 @@
 #[path = "cluster/redis.rs"]
 mod redis;
 
+#[allow(dead_code)]
+#[path = "support/process.rs"]
+mod process;
+
 #[path = "shared_tasks/bounds.rs"]
 mod bounds;
 #[path = "shared_tasks/durable.rs"]
 mod durable;
+#[path = "shared_tasks/failover.rs"]
+mod failover;
 #[path = "shared_tasks/hostile.rs"]
 mod hostile;
 #[path = "shared_tasks/lease.rs"]
 mod lease;
 #[path = "shared_tasks/pool.rs"]
 mod pool;
+#[path = "shared_tasks/routers.rs"]
+mod routers;
 #[path = "shared_tasks/submit.rs"]
 mod submit;
 #[path = "shared_tasks/views.rs"]

@@ -1,0 +1,149 @@
+//! Real routers on one shared queue: the `labrouter` binary as child processes
+//! (`tests/support/process.rs`) with `cluster.tasks: shared` on a durable `redis-server`,
+//! in front of one simulated machine in this process, whose request count is the witness.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use labrouter::sim::Sim;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::pool::durable_redis;
+use crate::process::Router;
+use crate::redis::RedisServer;
+
+/// A lab: Redis, one machine, and the routers started so far.
+pub struct Lab {
+    pub redis: RedisServer,
+    pub sim: Sim,
+    pub routers: Vec<Router>,
+    pub client: reqwest::Client,
+    dir: tempfile::TempDir,
+    /// `cluster.task_lease`.
+    lease: &'static str,
+    /// `tasks.max_running`, and the machine's `task_slots`.
+    slots: u32,
+}
+
+impl Lab {
+    pub async fn start(lease: &'static str, slots: u32) -> Lab {
+        Lab {
+            redis: durable_redis().await,
+            sim: Sim::start("slow-box").await.unwrap(),
+            routers: Vec::new(),
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(20))
+                .build()
+                .unwrap(),
+            dir: tempfile::tempdir().unwrap(),
+            lease,
+            slots,
+        }
+    }
+
+    /// Starts router `node`; its index in [`Lab::routers`].
+    pub async fn add_router(&mut self, node: &str) -> usize {
+        let path = self.dir.path().join(format!("{node}.yaml"));
+        let state: PathBuf = self.dir.path().join(format!("{node}-state"));
+        std::fs::write(&path, self.registry(node, &state)).unwrap();
+        let env = [("LABROUTER_REDIS_URL", self.redis.url())];
+        self.routers.push(Router::start_with(&path, &env).await);
+        self.routers.len() - 1
+    }
+
+    fn registry(&self, node: &str, state: &std::path::Path) -> String {
+        format!(
+            r#"server:
+  listen: 127.0.0.1:0
+  state_dir: "{state}"
+cluster:
+  redis_url_env: LABROUTER_REDIS_URL
+  prefix: pool
+  node: {node}
+  tasks: shared
+  task_lease: {lease}
+  task_timeout: 400ms
+defaults:
+  timeouts: {{ connect: 1s, first_byte: 20s, idle: 20s, total: 1m }}
+tasks:
+  max_running: {slots}
+machines:
+  slow-box: {{ url: "{url}", max_concurrency: 64, task_slots: {slots} }}
+models:
+  slow-m: {{ machine: slow-box, name: slow-model }}
+routes:
+  - {{ name: slow, default: true, chain: [slow-m] }}
+"#,
+            state = state.display(),
+            lease = self.lease,
+            slots = self.slots,
+            url = self.sim.base_url(),
+        )
+    }
+
+    pub fn base(&self, router: usize) -> &str {
+        &self.routers[router].base
+    }
+
+    /// POSTs a submit of task `n` to `router`, with `key` as its `Idempotency-Key`.
+    pub async fn submit(&self, router: usize, n: u32, key: Option<&str>) -> reqwest::Response {
+        let body = json!({
+            "request": {"model": "auto", "messages": [
+                {"role": "user", "content": format!("task {n}: summarise this")}
+            ]},
+            "metadata": {"n": n.to_string()},
+        });
+        let mut req = self
+            .client
+            .post(format!("{}/v1/tasks", self.base(router)))
+            .json(&body);
+        if let Some(key) = key {
+            req = req.header("idempotency-key", key);
+        }
+        req.send().await.expect("the router answers a submit")
+    }
+
+    /// Submits task `n` to `router`; its id (the submit must be acknowledged, 202).
+    pub async fn submitted(&self, router: usize, n: u32) -> String {
+        let resp = self.submit(router, n, None).await;
+        assert_eq!(resp.status(), 202, "submit {n}");
+        let task: Value = resp.json().await.unwrap();
+        task["id"].as_str().unwrap().to_string()
+    }
+
+    /// GET `path` on `router` as JSON, with its status.
+    pub async fn get(&self, router: usize, path: &str) -> (u16, Value) {
+        let resp = self
+            .client
+            .get(format!("{}{path}", self.base(router)))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Polls `done` every 50 ms until it holds; after `limit`, panics with `what` and the
+    /// routers' logs.
+    pub async fn until(&self, what: &str, limit: Duration, mut done: impl AsyncFnMut() -> bool) {
+        let deadline = Instant::now() + limit;
+        while !done().await {
+            assert!(
+                Instant::now() < deadline,
+                "timed out: {what}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        self.routers
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("--- router {i} ---\n{}", r.logs()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
