@@ -17,6 +17,15 @@
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
 //!
+//! And end to end, with real router processes (`tests/support/process.rs`) on the queue
+//! (`routers`), one simulated machine's request count as the witness:
+//! - a router killed with SIGKILL while it runs most tasks: every task succeeds on the other,
+//!   once, with at most one more request per interrupted attempt (`failover`);
+//! - one `Idempotency-Key` sent to both routers at once makes one task; a task submitted on
+//!   one router is read, listed and cancelled on the other, whose walk then stops (`anywhere`);
+//! - Redis wedged (SIGSTOP): submits refused with 503 within `task_timeout`, chat served,
+//!   `/status` says the queue is down; after SIGCONT submits are taken again (`outage`).
+//!
 //! Leases run on Redis's clock (`TIME`), which a paused tokio clock cannot move: the lease
 //! tests use 300 ms leases and wait for them with real time, a second at most.
 
@@ -30,6 +39,8 @@ mod redis;
 #[path = "support/process.rs"]
 mod process;
 
+#[path = "shared_tasks/anywhere.rs"]
+mod anywhere;
 #[path = "shared_tasks/bounds.rs"]
 mod bounds;
 #[path = "shared_tasks/durable.rs"]
@@ -40,6 +51,8 @@ mod failover;
 mod hostile;
 #[path = "shared_tasks/lease.rs"]
 mod lease;
+#[path = "shared_tasks/outage.rs"]
+mod outage;
 #[path = "shared_tasks/pool.rs"]
 mod pool;
 #[path = "shared_tasks/routers.rs"]

@@ -1,0 +1,54 @@
+//! Redis wedged (SIGSTOP: its sockets open, nothing answered) under a pool with the shared
+//! queue: a submit is refused with 503 `queue_unavailable` and `Retry-After` within
+//! `cluster.task_timeout` (never a 202), chat is served as ever, `/status` says the queue is
+//! down; after SIGCONT submits are taken again and run.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::anywhere::finished;
+use crate::routers::Lab;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wedged_redis_refuses_submits_quickly_while_chat_is_served_and_its_return_takes_them_again(
+) {
+    let mut lab = Lab::start("2s", 4).await;
+    let a = lab.add_router("a").await;
+    let before = lab.submitted(a, 0).await;
+    assert_eq!(finished(&lab, a, &before).await["status"], "succeeded");
+
+    lab.redis.signal("STOP");
+    let started = Instant::now();
+    let resp = lab.submit(a, 1, None).await;
+    let took = started.elapsed();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "2");
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "queue_unavailable", "{err}");
+    // task_timeout is 400 ms; the rest is a slow machine's slack.
+    assert!(took < Duration::from_secs(2), "refused after {took:?}");
+
+    // Interactive traffic does not touch the queue.
+    let chat = lab
+        .client
+        .post(format!("{}/v1/chat/completions", lab.base(a)))
+        .json(&json!({"model": "auto", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat.status(), 200);
+    let (_, status) = lab.get(a, "/status").await;
+    assert_eq!(status["shared_queue"]["state"], "down", "{status}");
+
+    lab.redis.signal("CONT");
+    lab.until(
+        "the queue is up again",
+        Duration::from_secs(10),
+        async || lab.get(a, "/status").await.1["shared_queue"]["state"] == "up",
+    )
+    .await;
+    let after = lab.submitted(a, 2).await;
+    assert_eq!(finished(&lab, a, &after).await["status"], "succeeded");
+}
