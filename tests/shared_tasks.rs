@@ -35,7 +35,6 @@
 #[path = "cluster/redis.rs"]
 mod redis;
 
-#[allow(dead_code)]
 #[path = "support/process.rs"]
 mod process;
 

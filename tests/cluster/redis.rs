@@ -135,6 +135,7 @@ impl RedisServer {
 
     /// Sends `signal` (`STOP`, `CONT`) to the server: a stopped Redis keeps its sockets open
     /// and answers nothing, as a wedged one does.
+    #[allow(dead_code)] // tests/shared_tasks uses it; tests/cluster does not
     pub fn signal(&self, signal: &str) {
         let pid = self.child.as_ref().expect("a running redis-server").id();
         let ok = Command::new("kill")
