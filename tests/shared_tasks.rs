@@ -23,6 +23,8 @@
 //!   once, with at most one more request per interrupted attempt (`failover`);
 //! - one `Idempotency-Key` sent to both routers at once makes one task; a task submitted on
 //!   one router is read, listed and cancelled on the other, whose walk then stops (`anywhere`);
+//! - a callback is sent once, by the router that ended the task, and its delivery is shown
+//!   on every router (`callback`);
 //! - Redis wedged (SIGSTOP): submits refused with 503 within `task_timeout`, chat served,
 //!   `/status` says the queue is down; after SIGCONT submits are taken again (`outage`).
 //!
@@ -42,6 +44,8 @@ mod process;
 mod anywhere;
 #[path = "shared_tasks/bounds.rs"]
 mod bounds;
+#[path = "shared_tasks/callback.rs"]
+mod callback;
 #[path = "shared_tasks/durable.rs"]
 mod durable;
 #[path = "shared_tasks/failover.rs"]

@@ -268,6 +268,15 @@ impl SharedQueue {
         ended(n, &s, &task.id)
     }
 
+    /// Writes a finished task's `doc` again (its callback's delivery, as
+    /// [`crate::tasks::deliver`] records it); false when the task is gone or unfinished.
+    pub async fn note(&self, task: &Task) -> Result<bool, QueueError> {
+        let mut call = self.scripts.note.prepare_invoke();
+        call.key(self.task_key(&task.id)).arg(record::doc(task));
+        let n: i64 = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        Ok(n == 1)
+    }
+
     /// Cancels task `id` of `owner` (`None`: whoever's) unless it ended.
     pub async fn cancel(&self, id: &TaskId, owner: Option<&str>) -> Result<Cancelled, QueueError> {
         let mut call = self.scripts.cancel.prepare_invoke();

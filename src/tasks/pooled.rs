@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
+use super::deliver::{Book, Read, Standing};
 use super::model::{Task, TaskId};
 use super::queue::Queue;
 use super::scheduler::FleetNow;
@@ -74,6 +75,9 @@ pub struct PoolQueue {
     last_error: Mutex<Option<String>>,
     /// For the ledger's `(cluster)` rows.
     store: Option<Arc<Store>>,
+    /// Where tasks this router ended with a callback go to be delivered, once [`PoolQueue::run`]
+    /// runs; a send never waits.
+    callbacks: Mutex<Option<mpsc::UnboundedSender<TaskId>>>,
 }
 
 impl std::fmt::Debug for PoolQueue {
@@ -95,12 +99,17 @@ impl PoolQueue {
             up: AtomicBool::new(true),
             last_error: Mutex::new(None),
             store,
+            callbacks: Mutex::new(None),
         }
     }
 
-    /// Runs this router's worker until the process ends (or the task is aborted).
+    /// Runs this router's worker, and the deliveries of the callbacks of the tasks it ends,
+    /// until the process ends (or the task is aborted).
     pub async fn run(self: Arc<Self>) {
-        worker::run(self).await;
+        let (tx, handed) = mpsc::unbounded_channel();
+        *lock(&self.callbacks) = Some(tx);
+        let deliveries = super::deliver::deliver_all(Arc::clone(&self), handed, Vec::new());
+        tokio::join!(worker::run(self), deliveries);
     }
 
     /// The queue's state for `/status`.
@@ -111,11 +120,7 @@ impl PoolQueue {
             running_here: self.running.load(Ordering::Acquire),
             last_error: match up {
                 true => None,
-                false => self
-                    .last_error
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone(),
+                false => lock(&self.last_error).clone(),
             },
         }
     }
@@ -124,7 +129,7 @@ impl PoolQueue {
     fn saw<T>(&self, r: Result<T, QueueError>) -> Result<T, QueueError> {
         let now_up = !matches!(r, Err(QueueError::Unavailable(_)));
         if let Err(QueueError::Unavailable(why)) = &r {
-            *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+            *lock(&self.last_error) = Some(why.clone());
         }
         if self.up.swap(now_up, Ordering::AcqRel) != now_up {
             let (from, to) = if now_up {
@@ -154,9 +159,13 @@ impl PoolQueue {
         r
     }
 
-    /// This router wrote `task`'s end.
+    /// This router wrote `task`'s end: its callback is this router's to send.
     fn finished(&self, task: &Task) {
-        tracing::debug!(task = %task.id, status = %task.status, "shared task queue: a task ended here");
+        if task.callback.is_some() {
+            if let Some(deliveries) = lock(&self.callbacks).as_ref() {
+                let _ = deliveries.send(task.id.clone());
+            }
+        }
     }
 
     /// Stores a new task in the pool's queue: [`Pooled::New`] only once Redis acknowledged
@@ -226,6 +235,49 @@ impl PoolQueue {
     /// Cancels task `id` of `owner` unless it ended (a running one stops at its router's
     /// next renew).
     pub async fn cancel(&self, id: &TaskId, owner: &str) -> Result<Cancelled, PoolError> {
-        Ok(self.saw(self.queue.cancel(id, Some(owner)).await)?)
+        let done = self.saw(self.queue.cancel(id, Some(owner)).await)?;
+        if let Cancelled::From(_) = done {
+            // This router ended it: its callback is sent from here.
+            if let Ok(Some(f)) = self.get(id, None).await {
+                self.finished(&f.task);
+            }
+        }
+        Ok(done)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The pool's queue as the callbacks' [`Book`]: a finished task read from Redis, its
+/// delivery written back into its `doc`.
+impl Book for PoolQueue {
+    fn fleet(&self) -> Arc<crate::fleet::Fleet> {
+        (self.fleet)()
+    }
+
+    async fn read(&self, id: &TaskId) -> Result<Read, String> {
+        match self.saw(self.queue.get(id).await) {
+            Ok(Some(f)) => Ok((Some(f.task), f.request)),
+            Ok(None) => Ok((None, None)),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// A lost write (Redis away) leaves the task showing an older delivery state; the
+    /// delivery goes on.
+    async fn write(&self, id: &TaskId, at: Standing) {
+        let Ok(Some(mut f)) = self.saw(self.queue.get(id).await) else {
+            return;
+        };
+        if let Some(c) = f.task.callback.as_mut() {
+            c.state = at.state;
+            c.attempts = at.attempts;
+            c.last_error = at.last_error;
+        }
+        if let Err(e) = self.saw(self.queue.note(&f.task).await) {
+            tracing::debug!(task = %id, error = %e, "shared task queue: a callback's progress was not written");
+        }
     }
 }

@@ -210,6 +210,16 @@ redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
 return {1, st}
 ";
 
+/// A finished task's `doc` written again, to record its callback's delivery; nothing else
+/// of a finished task changes, and an unfinished one is left alone.
+/// KEYS: task. ARGV: doc. Returns 1 when written.
+const NOTE: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+if not finals[redis.call('HGET', KEYS[1], 'status') or ''] then return 0 end
+redis.call('HSET', KEYS[1], 'doc', ARGV[1])
+return 1
+";
+
 /// A task claimed but unreadable (a value another hand spoiled) is set aside, `failed`,
 /// so it never comes back to the head of the queue. Compare-and-set on the lease.
 /// KEYS: task, ready, later, leases, open. ARGV: id, token.
@@ -289,6 +299,7 @@ pub(super) struct Scripts {
     pub release: Script,
     pub finish: Script,
     pub cancel: Script,
+    pub note: Script,
     pub set_aside: Script,
     pub get: Script,
     pub list: Script,
@@ -305,6 +316,7 @@ impl Scripts {
             release: with(RELEASE),
             finish: with(FINISH),
             cancel: with(CANCEL),
+            note: with(NOTE),
             set_aside: with(SET_ASIDE),
             get: with(GET),
             list: with(LIST),
