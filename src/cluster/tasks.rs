@@ -6,7 +6,8 @@
 //!
 //! Files: `scripts` (the Lua and the keys it keeps), `record` (a task written to Redis and
 //! read back as outside input), `answers` (what the scripts answer, as types), `durable`
-//! (the start check: on disk, or refused).
+//! (the start check: on disk, or refused), `upkeep` (a finished task's callback noted, waiting
+//! tasks woken, the prune).
 //!
 //! - **Submit** makes one task per pool-wide `Idempotency-Key`, even from two routers at once.
 //! - **Claim** takes the next due task (priority, then age) under a lease; leases that lapsed
@@ -30,6 +31,7 @@ mod answers;
 mod durable;
 mod record;
 mod scripts;
+mod upkeep;
 
 use answers::{ended, split, spoiled};
 pub use answers::{Cancelled, Ended, Page};
@@ -268,15 +270,6 @@ impl SharedQueue {
         ended(n, &s, &task.id)
     }
 
-    /// Writes a finished task's `doc` again (its callback's delivery, as
-    /// [`crate::tasks::deliver`] records it); false when the task is gone or unfinished.
-    pub async fn note(&self, task: &Task) -> Result<bool, QueueError> {
-        let mut call = self.scripts.note.prepare_invoke();
-        call.key(self.task_key(&task.id)).arg(record::doc(task));
-        let n: i64 = self.bounded(call.invoke_async(&mut self.conn())).await?;
-        Ok(n == 1)
-    }
-
     /// Cancels task `id` of `owner` (`None`: whoever's) unless it ended.
     pub async fn cancel(&self, id: &TaskId, owner: Option<&str>) -> Result<Cancelled, QueueError> {
         let mut call = self.scripts.cancel.prepare_invoke();
@@ -341,17 +334,6 @@ impl SharedQueue {
             }
         }
         Ok(page)
-    }
-
-    /// Drops tasks that finished more than `keep` ago (`tasks.keep`), and their
-    /// idempotency keys, looking at no more than [`SCAN_MAX`] tasks; how many went.
-    pub async fn prune(&self, keep: Duration) -> Result<u64, QueueError> {
-        let mut call = self.scripts.prune.prepare_invoke();
-        call.key(self.key("all"))
-            .arg(self.key("t:"))
-            .arg(millis(keep))
-            .arg(SCAN_MAX);
-        self.bounded(call.invoke_async(&mut self.conn())).await
     }
 
     fn conn(&self) -> MultiplexedConnection {

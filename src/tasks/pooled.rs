@@ -8,11 +8,13 @@
 //! fsync; `/status` shows the queue's state; the log and the ledger (`(cluster)` rows) say
 //! when it went down and came back. Interactive requests never touch the queue.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, Notify};
+use tokio::task::AbortHandle;
 
 use super::deliver::{Book, Read, Standing};
 use super::model::{Task, TaskId};
@@ -68,6 +70,11 @@ pub struct PoolQueue {
     slots: Arc<Slots>,
     /// Walks running on this router (`tasks.max_running`).
     running: AtomicU32,
+    /// Each running walk: its task as claimed, its lease token, and its handle, so a drain
+    /// that runs out of time gives the task back (a clean stop is no interruption).
+    walks: Mutex<HashMap<TaskId, (Task, String, AbortHandle)>>,
+    /// Shutting down: nothing more is claimed.
+    stopping: AtomicBool,
     /// A walk ended or a task came: the worker looks again.
     wake: Notify,
     /// The last operation reached Redis.
@@ -95,6 +102,8 @@ impl PoolQueue {
             fleet,
             slots: Arc::new(Slots::default()),
             running: AtomicU32::new(0),
+            walks: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
             wake: Notify::new(),
             up: AtomicBool::new(true),
             last_error: Mutex::new(None),
@@ -110,6 +119,29 @@ impl PoolQueue {
         *lock(&self.callbacks) = Some(tx);
         let deliveries = super::deliver::deliver_all(Arc::clone(&self), handed, Vec::new());
         tokio::join!(worker::run(self), deliveries);
+    }
+
+    /// Shutting down: no task is claimed from now on.
+    pub fn stop_starting(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    /// Lets the walks under way finish until `until`; then stops the rest and gives their
+    /// tasks back `queued`, due at once, with no interruption counted: another router runs
+    /// them now, or this one after its restart.
+    pub async fn drain(&self, until: tokio::time::Instant) {
+        self.stop_starting();
+        while self.running.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let left: Vec<_> = lock(&self.walks).drain().map(|(_, w)| w).collect();
+        for (task, token, walk) in left {
+            walk.abort();
+            let given = self.queue.release(&task, &token, Duration::ZERO).await;
+            if !matches!(given, Ok(true)) {
+                tracing::warn!(task = %task.id, "shared task queue: a running task could not be given back at shutdown; its lease will lapse");
+            }
+        }
     }
 
     /// The queue's state for `/status`.

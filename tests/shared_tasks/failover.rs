@@ -1,7 +1,8 @@
 //! A router killed with SIGKILL while it runs most of the pool's tasks: the other router takes
 //! them once their leases lapse, and every task succeeds, once (README "Several routers", the
 //! shared queue). The machine's request count is the witness: at most one request per task
-//! plus one per interrupted attempt.
+//! plus one per interrupted attempt. A router stopped with SIGTERM gives its running task
+//! back when its grace ends: no interruption, no wait for the lease.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -88,4 +89,40 @@ async fn a_killed_router_s_tasks_all_succeed_on_the_other_once_their_leases_laps
     let listed: Vec<_> = list["data"].as_array().unwrap().iter().collect();
     assert_eq!(listed.len(), TASKS as usize, "{list}");
     assert!(listed.iter().all(|t| t["status"] == "succeeded"), "{list}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_stopped_with_sigterm_gives_its_running_task_back_uninterrupted() {
+    let mut lab = Lab::start("30s", 4).await;
+    lab.sim.set(Fault::SlowFirstByte(Duration::from_secs(30)));
+    let a = lab.add_router("a").await;
+    let id = lab.submitted(a, 1).await;
+    lab.until("router a runs it", Duration::from_secs(10), async || {
+        lab.sim.work_hits() == 1
+    })
+    .await;
+    let b = lab.add_router("b").await;
+    lab.sim.set(Fault::Ok);
+    // The walk outlives shutdown_grace (1 s): the task is given back, not left to its
+    // 30 s lease.
+    let status = lab.routers[a].terminate(Duration::from_secs(10)).await;
+    assert!(status.success(), "{status}");
+    let mut task = serde_json::Value::Null;
+    lab.until(
+        "b runs it to its end",
+        Duration::from_secs(10),
+        async || {
+            task = lab.get(b, &format!("/v1/tasks/{id}?wait=1s")).await.1;
+            task["status"] == "succeeded"
+        },
+    )
+    .await;
+    let outcomes: Vec<&str> = task["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert!(!outcomes.contains(&"interrupted"), "a clean stop: {task}");
+    assert_eq!(lab.sim.work_hits(), 2, "once on a, once on b");
 }

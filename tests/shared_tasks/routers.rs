@@ -57,6 +57,7 @@ impl Lab {
             r#"server:
   listen: 127.0.0.1:0
   state_dir: "{state}"
+  shutdown_grace: 1s
 cluster:
   redis_url_env: LABROUTER_REDIS_URL
   prefix: pool

@@ -210,6 +210,23 @@ redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
 return {1, st}
 ";
 
+/// A breaker changed somewhere in the pool: waiting tasks due soonest come back to `ready`
+/// at once (one of them may be the probe) instead of at the end of their poll; tasks in a
+/// backoff keep it. KEYS: later, ready. ARGV: task key prefix, at most how many to look at.
+/// Returns how many came back.
+const WAKE: &str = r"
+local woken = 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do
+  local k = ARGV[1] .. id
+  if redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'status') == 'waiting' then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
+    woken = woken + 1
+  end
+end
+return woken
+";
+
 /// A finished task's `doc` written again, to record its callback's delivery; nothing else
 /// of a finished task changes, and an unfinished one is left alone.
 /// KEYS: task. ARGV: doc. Returns 1 when written.
@@ -300,6 +317,7 @@ pub(super) struct Scripts {
     pub finish: Script,
     pub cancel: Script,
     pub note: Script,
+    pub wake: Script,
     pub set_aside: Script,
     pub get: Script,
     pub list: Script,
@@ -317,6 +335,7 @@ impl Scripts {
             finish: with(FINISH),
             cancel: with(CANCEL),
             note: with(NOTE),
+            wake: with(WAKE),
             set_aside: with(SET_ASIDE),
             get: with(GET),
             list: with(LIST),

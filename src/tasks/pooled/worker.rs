@@ -6,17 +6,19 @@
 //! [`crate::tasks::queue::lone`] decides.
 //!
 //! It looks for work when a walk ends, when a task is submitted here, when a breaker of
-//! this router changes (verdicts of the pool arrive as such changes, §12), and every
-//! [`POLL`] otherwise (tasks submitted on another router, leases that lapsed).
+//! this router changes (verdicts of the pool arrive as such changes, §12: waiting tasks then
+//! walk again at once), and every [`POLL`] otherwise (tasks submitted on another router,
+//! leases that lapsed).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::PoolQueue;
+use super::{lock, PoolQueue};
 use crate::cluster::tasks::{Claimed, Ended, QueueError};
 use crate::fleet::Fleet;
 use crate::outcome::TaskCode;
@@ -28,6 +30,8 @@ use crate::tasks::walk::{chain_of, label_of, walk, Job};
 
 /// Looked for work at least this often.
 const POLL: Duration = Duration::from_millis(500);
+/// Finished tasks past `tasks.keep` are looked for this often.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Claims in a row at most before the worker waits again (spoiled tasks are set aside one
 /// per claim).
 const CLAIMS_MAX: usize = 64;
@@ -38,11 +42,25 @@ const END_PATIENCE: Duration = Duration::from_secs(600);
 
 pub(super) async fn run(pq: Arc<PoolQueue>) {
     let mut transitions = (pq.fleet)().machines.bus().subscribe();
+    let mut pruned = Instant::now();
     loop {
         claim_while_room(&pq).await;
+        if pruned.elapsed() >= PRUNE_EVERY {
+            // Finished tasks go after tasks.keep, with their idempotency keys; any router
+            // may prune (a script at a time, so two never trip on each other).
+            pruned = Instant::now();
+            let keep = (pq.fleet)().registry.tasks.keep;
+            let _ = pq.saw(pq.queue.prune(keep).await);
+        }
         tokio::select! {
             () = pq.wake.notified() => {}
-            _ = transitions.recv() => {}
+            got = transitions.recv() => {
+                if !matches!(got, Err(broadcast::error::RecvError::Closed)) {
+                    // Waiting tasks walk again now (one may be the probe), not at their poll.
+                    let max = (pq.fleet)().registry.tasks.max_running;
+                    let _ = pq.saw(pq.queue.wake_waiting(max).await);
+                }
+            }
             () = tokio::time::sleep(POLL) => {}
         }
     }
@@ -52,13 +70,17 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
 async fn claim_while_room(pq: &Arc<PoolQueue>) {
     for _ in 0..CLAIMS_MAX {
         let max = (pq.fleet)().registry.tasks.max_running;
-        if pq.running.load(Ordering::Acquire) >= max {
+        if pq.running.load(Ordering::Acquire) >= max || pq.stopping.load(Ordering::Acquire) {
             return;
         }
         match pq.saw(pq.queue.claim().await) {
             Ok(Some(claimed)) => {
                 pq.running.fetch_add(1, Ordering::AcqRel);
-                tokio::spawn(run_one(Arc::clone(pq), claimed));
+                let kept = (claimed.task.clone(), claimed.token.clone());
+                let id = claimed.task.id.clone();
+                let mut walks = lock(&pq.walks);
+                let walk = tokio::spawn(run_one(Arc::clone(pq), claimed));
+                walks.insert(id, (kept.0, kept.1, walk.abort_handle()));
             }
             Ok(None) | Err(QueueError::Unavailable(_)) => return,
             // Set aside by the queue, and logged: the next one.
@@ -92,6 +114,7 @@ async fn run_one(pq: Arc<PoolQueue>, claimed: Claimed) {
         // No longer this router's: cancelled, or its lease lapsed and another took it.
         None => {}
     }
+    lock(&pq.walks).remove(&task.id);
     pq.running.fetch_sub(1, Ordering::AcqRel);
     pq.wake.notify_one();
 }
