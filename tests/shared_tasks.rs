@@ -25,6 +25,8 @@
 //!   one router is read, listed and cancelled on the other, whose walk then stops (`anywhere`);
 //! - a callback is sent once, by the router that ended the task, and its delivery is shown
 //!   on every router (`callback`);
+//! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
+//!   per cooldown, no attempt, and all succeed after (`waiting`);
 //! - Redis wedged (SIGSTOP): submits refused with 503 within `task_timeout`, chat served,
 //!   `/status` says the queue is down; after SIGCONT submits are taken again (`outage`).
 //!
@@ -64,3 +66,5 @@ mod routers;
 mod submit;
 #[path = "shared_tasks/views.rs"]
 mod views;
+#[path = "shared_tasks/waiting.rs"]
+mod waiting;

@@ -24,6 +24,10 @@ pub struct Lab {
     lease: &'static str,
     /// `tasks.max_running`, and the machine's `task_slots`.
     slots: u32,
+    /// `defaults.breaker`, when set; and whether the machine's verdict is shared (its URL is
+    /// loopback: not by default).
+    pub breaker: Option<&'static str>,
+    pub shared: bool,
 }
 
 impl Lab {
@@ -39,6 +43,8 @@ impl Lab {
             dir: tempfile::tempdir().unwrap(),
             lease,
             slots,
+            breaker: None,
+            shared: false,
         }
     }
 
@@ -67,10 +73,10 @@ cluster:
   task_timeout: 400ms
 defaults:
   timeouts: {{ connect: 1s, first_byte: 20s, idle: 20s, total: 1m }}
-tasks:
+{breaker}tasks:
   max_running: {slots}
 machines:
-  slow-box: {{ url: "{url}", max_concurrency: 64, task_slots: {slots} }}
+  slow-box: {{ url: "{url}", max_concurrency: 64, task_slots: {slots}, shared: {shared} }}
 models:
   slow-m: {{ machine: slow-box, name: slow-model }}
 routes:
@@ -80,6 +86,10 @@ routes:
             lease = self.lease,
             slots = self.slots,
             url = self.sim.base_url(),
+            breaker = self
+                .breaker
+                .map_or(String::new(), |b| format!("  breaker: {b}\n")),
+            shared = self.shared,
         )
     }
 

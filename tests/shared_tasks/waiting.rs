@@ -1,0 +1,49 @@
+//! Tasks of both routers waiting out an outage of their one machine (README "Several routers",
+//! the shared queue): held back by the breaker they cost no attempt and send nothing; the
+//! machine sees the pool's one probe per cooldown, not one per router or per task; after it
+//! recovers every task succeeds.
+
+use std::time::Duration;
+
+use labrouter::sim::Fault;
+use tokio::time::Instant;
+
+use crate::anywhere::finished;
+use crate::routers::Lab;
+
+/// How long the machine stays down, and its cooldown.
+const DOWN: Duration = Duration::from_secs(4);
+const COOLDOWN_S: u64 = 1;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_tasks_of_two_routers_cost_the_down_machine_one_probe_per_cooldown() {
+    let mut lab = Lab::start("5s", 4).await;
+    lab.breaker = Some(
+        "{ failure_threshold: 1, cooldown: 1s, backoff: 1.0, max_cooldown: 1s, success_threshold: 1 }",
+    );
+    lab.shared = true;
+    let (a, b) = (lab.add_router("a").await, lab.add_router("b").await);
+    lab.sim.set(Fault::Reset);
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for n in 0..10 {
+        ids.push(lab.submitted(if n % 2 == 0 { a } else { b }, n).await);
+    }
+    tokio::time::sleep(DOWN.saturating_sub(started.elapsed())).await;
+    let down_hits = lab.sim.work_hits();
+    lab.sim.set(Fault::Ok);
+    // Before the verdict reached the other router each may have tried once; then one probe
+    // per cooldown for the pool, and two more for the window's edges and timer jitter on a
+    // busy machine. A probe per router would be twice as many.
+    let bound = 2 + DOWN.as_secs() / COOLDOWN_S + 2;
+    assert!(
+        down_hits <= bound,
+        "{down_hits} requests reached the down machine in {DOWN:?}, more than {bound}\n{}",
+        lab.logs()
+    );
+    for id in &ids {
+        let task = finished(&lab, b, id).await;
+        assert_eq!(task["status"], "succeeded", "{task}");
+        assert_eq!(task["attempts_used"], 0, "waiting costs no attempt: {task}");
+    }
+}
