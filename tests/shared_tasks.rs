@@ -28,7 +28,8 @@
 //! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
 //!   per cooldown, no attempt, and all succeed after (`waiting`);
 //! - Redis wedged (SIGSTOP): submits refused with 503 within `task_timeout`, chat served,
-//!   `/status` says the queue is down; after SIGCONT submits are taken again (`outage`).
+//!   `/status` says the queue is down; after SIGCONT submits are taken again; after a
+//!   restart the router connects again, to a durable Redis only (`outage`).
 //!
 //! Leases run on Redis's clock (`TIME`), which a paused tokio clock cannot move: the lease
 //! tests use 300 ms leases and wait for them with real time, a second at most.

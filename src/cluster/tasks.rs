@@ -16,6 +16,7 @@
 //!   finish on the status, so a task ends once and the first result written wins.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -68,7 +69,11 @@ pub struct Claimed {
 
 /// One router's handle on the pool's queue.
 pub struct SharedQueue {
-    conn: MultiplexedConnection,
+    /// The connection; `None` once it dropped (Redis restarted, the network cut it): the
+    /// next operation connects again, and checks again that Redis is durable.
+    conn: Mutex<Option<MultiplexedConnection>>,
+    endpoint: Endpoint,
+    assume_durable: bool,
     /// `{prefix}:tasks:`.
     base: String,
     /// This router, in its lease tokens.
@@ -98,30 +103,11 @@ impl SharedQueue {
         max_value: usize,
     ) -> Result<SharedQueue, String> {
         let bound = config.task_timeout.max(Duration::from_millis(1));
-        let opts = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(CONNECT_MAX))
-            .set_response_timeout(Some(bound));
-        let connecting = endpoint
-            .client()
-            .get_multiplexed_async_connection_with_config(&opts);
-        let mut conn = tokio::time::timeout(CONNECT_MAX, connecting)
-            .await
-            .map_err(|_| {
-                format!(
-                    "no answer from Redis at {} within {CONNECT_MAX:?}",
-                    endpoint.host()
-                )
-            })?
-            .map_err(|e| {
-                format!(
-                    "cannot reach Redis at {}: {}",
-                    endpoint.host(),
-                    endpoint.hide(&e.to_string())
-                )
-            })?;
-        durable::check(&mut conn, config.assume_durable).await?;
+        let conn = open(endpoint, bound, config.assume_durable).await?;
         Ok(SharedQueue {
-            conn,
+            conn: Mutex::new(Some(conn)),
+            endpoint: endpoint.clone(),
+            assume_durable: config.assume_durable,
             base: format!("{}:tasks:", config.prefix),
             node: format!("{}:{}", config.node, super::instance_id()),
             lease: config.task_lease,
@@ -165,8 +151,9 @@ impl SharedQueue {
             .arg(request)
             .arg(idem.map_or("", |i| i.fingerprint.as_str()))
             .arg(max_open);
-        let (what, id): (String, String) =
-            self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let (what, id): (String, String) = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         match what.as_str() {
             "new" => Ok(Inserted::New),
             "reused" => Ok(Inserted::KeyReused),
@@ -195,7 +182,9 @@ impl SharedQueue {
             .arg(&token)
             .arg(millis(self.lease))
             .arg(self.max_value);
-        let got: Vec<String> = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let got: Vec<String> = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         if got.is_empty() {
             return Ok(None);
         }
@@ -217,9 +206,9 @@ impl SharedQueue {
         if let Ok(id) = e.id.parse::<TaskId>() {
             let mut call = self.scripts.set_aside.prepare_invoke();
             self.task_keys(&mut call, &id).arg(token);
-            let _ = self
-                .bounded(call.invoke_async::<i64>(&mut self.conn()))
-                .await;
+            if let Ok(mut conn) = self.conn().await {
+                let _ = self.bounded(call.invoke_async::<i64>(&mut conn)).await;
+            }
         }
         QueueError::Spoiled(e)
     }
@@ -232,7 +221,9 @@ impl SharedQueue {
             .arg(token)
             .arg(millis(self.lease))
             .arg(record::doc(task));
-        let n: i64 = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let n: i64 = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         Ok(n == 1)
     }
 
@@ -254,7 +245,9 @@ impl SharedQueue {
             .arg(status)
             .arg(record::doc(task))
             .arg(millis(delay));
-        let n: i64 = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let n: i64 = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         Ok(n == 1)
     }
 
@@ -266,7 +259,9 @@ impl SharedQueue {
             .arg(task.status.as_str())
             .arg(record::doc(task))
             .arg(record::result(task));
-        let (n, s): (i64, String) = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let (n, s): (i64, String) = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         ended(n, &s, &task.id)
     }
 
@@ -274,7 +269,9 @@ impl SharedQueue {
     pub async fn cancel(&self, id: &TaskId, owner: Option<&str>) -> Result<Cancelled, QueueError> {
         let mut call = self.scripts.cancel.prepare_invoke();
         self.task_keys(&mut call, id).arg(owner.unwrap_or("*"));
-        let (n, s): (i64, String) = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let (n, s): (i64, String) = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         if s.is_empty() {
             return Ok(Cancelled::Missing);
         }
@@ -293,7 +290,9 @@ impl SharedQueue {
         call.key(self.task_key(id))
             .arg(id.as_str())
             .arg(self.max_value);
-        let got: Vec<String> = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let got: Vec<String> = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         if got.is_empty() {
             return Ok(None);
         }
@@ -319,8 +318,9 @@ impl SharedQueue {
             .arg(owner.unwrap_or("*"))
             .arg(SCAN_MAX)
             .arg(self.max_value);
-        let (flat, last): (Vec<String>, String) =
-            self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let (flat, last): (Vec<String>, String) = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         let mut page = Page {
             tasks: Vec::new(),
             next_before: (!last.is_empty()).then_some(last),
@@ -336,8 +336,26 @@ impl SharedQueue {
         Ok(page)
     }
 
-    fn conn(&self) -> MultiplexedConnection {
-        self.conn.clone()
+    /// The connection, made again (bounded by `cluster.task_timeout`) if it dropped.
+    async fn conn(&self) -> Result<MultiplexedConnection, QueueError> {
+        if let Some(c) = lock(&self.conn).clone() {
+            return Ok(c);
+        }
+        let opened = tokio::time::timeout(
+            self.timeout,
+            open(&self.endpoint, self.timeout, self.assume_durable),
+        )
+        .await
+        .map_err(|_| {
+            QueueError::Unavailable(format!(
+                "no answer from Redis at {} within cluster.task_timeout",
+                self.endpoint.host()
+            ))
+        })?
+        .map_err(QueueError::Unavailable)?;
+        tracing::info!(redis = %self.endpoint.host(), "shared task queue: connected to Redis again");
+        *lock(&self.conn) = Some(opened.clone());
+        Ok(opened)
     }
 
     fn key(&self, what: &str) -> String {
@@ -369,9 +387,14 @@ impl SharedQueue {
     ) -> Result<T, QueueError> {
         match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(QueueError::Unavailable(crate::text::bounded(
-                &e.to_string(),
-            ))),
+            Ok(Err(e)) => {
+                if e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error() {
+                    *lock(&self.conn) = None;
+                }
+                Err(QueueError::Unavailable(crate::text::bounded(
+                    &self.endpoint.hide(&e.to_string()),
+                )))
+            }
             Err(_) => Err(QueueError::Unavailable(format!(
                 "no answer within cluster.task_timeout ({} ms)",
                 millis(self.timeout)
@@ -389,4 +412,39 @@ fn score(task: &Task) -> f64 {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A connection to Redis, checked to be durable (or `assume`d so).
+async fn open(
+    endpoint: &Endpoint,
+    bound: Duration,
+    assume: bool,
+) -> Result<MultiplexedConnection, String> {
+    let opts = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT_MAX))
+        .set_response_timeout(Some(bound));
+    let connecting = endpoint
+        .client()
+        .get_multiplexed_async_connection_with_config(&opts);
+    let mut conn = tokio::time::timeout(CONNECT_MAX, connecting)
+        .await
+        .map_err(|_| {
+            format!(
+                "no answer from Redis at {} within {CONNECT_MAX:?}",
+                endpoint.host()
+            )
+        })?
+        .map_err(|e| {
+            format!(
+                "cannot reach Redis at {}: {}",
+                endpoint.host(),
+                endpoint.hide(&e.to_string())
+            )
+        })?;
+    durable::check(&mut conn, assume).await?;
+    Ok(conn)
 }

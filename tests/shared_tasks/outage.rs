@@ -1,7 +1,8 @@
 //! Redis wedged (SIGSTOP: its sockets open, nothing answered) under a pool with the shared
 //! queue: a submit is refused with 503 `queue_unavailable` and `Retry-After` within
 //! `cluster.task_timeout` (never a 202), chat is served as ever, `/status` says the queue is
-//! down; after SIGCONT submits are taken again and run.
+//! down; after SIGCONT submits are taken again and run. Redis restarted (SIGKILL, back
+//! empty): the router connects again, but takes submits only once Redis is durable again.
 
 use std::time::Duration;
 
@@ -51,4 +52,27 @@ async fn a_wedged_redis_refuses_submits_quickly_while_chat_is_served_and_its_ret
     .await;
     let after = lab.submitted(a, 2).await;
     assert_eq!(finished(&lab, a, &after).await["status"], "succeeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_redis_restarts_the_router_connects_again_but_only_to_a_durable_redis() {
+    let mut lab = Lab::start("2s", 4).await;
+    let a = lab.add_router("a").await;
+    lab.redis.kill9();
+    let resp = lab.submit(a, 1, None).await;
+    assert_eq!(resp.status(), 503);
+    // Back empty and without its append-only file: still refused, naming the setting.
+    lab.redis.restart().await;
+    let resp = lab.submit(a, 2, None).await;
+    assert_eq!(resp.status(), 503);
+    let err: Value = resp.json().await.unwrap();
+    let said = err["error"]["message"].as_str().unwrap();
+    assert!(said.contains("appendonly"), "{err}");
+    assert!(!said.contains("redis://"), "the URL is never said: {err}");
+    // Made durable: taken again, on a connection made anew.
+    let mut c = lab.redis.client().await;
+    c.ok(&["CONFIG", "SET", "appendonly", "yes"]).await;
+    c.ok(&["CONFIG", "SET", "appendfsync", "always"]).await;
+    let id = lab.submitted(a, 3).await;
+    assert_eq!(finished(&lab, a, &id).await["status"], "succeeded");
 }

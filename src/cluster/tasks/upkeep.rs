@@ -12,7 +12,9 @@ impl SharedQueue {
     pub async fn note(&self, task: &Task) -> Result<bool, QueueError> {
         let mut call = self.scripts.note.prepare_invoke();
         call.key(self.task_key(&task.id)).arg(record::doc(task));
-        let n: i64 = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let n: i64 = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         Ok(n == 1)
     }
 
@@ -24,7 +26,8 @@ impl SharedQueue {
             .key(self.key("ready"))
             .arg(self.key("t:"))
             .arg(max.max(1));
-        self.bounded(call.invoke_async(&mut self.conn())).await
+        self.bounded(call.invoke_async(&mut self.conn().await?))
+            .await
     }
 
     /// Drops tasks that finished more than `keep` ago (`tasks.keep`), and their
@@ -35,6 +38,7 @@ impl SharedQueue {
             .arg(self.key("t:"))
             .arg(millis(keep))
             .arg(SCAN_MAX);
-        self.bounded(call.invoke_async(&mut self.conn())).await
+        self.bounded(call.invoke_async(&mut self.conn().await?))
+            .await
     }
 }
