@@ -1,6 +1,7 @@
 //! The pool's queue seen from any router (README "Several routers", the shared queue): one
 //! `Idempotency-Key` sent to two routers at once makes one task; a task submitted on one
-//! router is read, listed and cancelled on the other, and the router running it stops.
+//! router is read, listed and cancelled on the other, and the router running it stops; a bad
+//! submit is refused on either with the local queue's words (and `after`, not yet pool-wide).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -111,4 +112,51 @@ pub async fn finished(lab: &Lab, router: usize, id: &str) -> Value {
     })
     .await;
     task
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_submit_is_refused_on_any_router_as_the_local_queue_refuses_it_and_nothing_is_stored()
+{
+    let mut lab = Lab::start("5s", 4).await;
+    let (a, b) = (lab.add_router("a").await, lab.add_router("b").await);
+    let chat = serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": "x"}]});
+    let streamed = serde_json::json!({"model": "auto", "stream": true, "messages": []});
+    let cases = [
+        (
+            serde_json::json!({"request": chat, "priority": 500}),
+            "priority",
+        ),
+        (serde_json::json!({"request": streamed}), "stream"),
+        (
+            serde_json::json!({"request": chat, "colour": "red"}),
+            "colour",
+        ),
+        (
+            serde_json::json!({"request": chat, "callback": {"url": "http://10.0.0.1:9/x"}}),
+            "callback_allow",
+        ),
+        (
+            serde_json::json!({"request": chat, "after": ["tsk_0000000000aaaaaaaaaaaaaaaa"]}),
+            "after",
+        ),
+    ];
+    for router in [a, b] {
+        for (body, named) in &cases {
+            let resp = lab
+                .client
+                .post(format!("{}/v1/tasks", lab.base(router)))
+                .json(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 400, "{body}");
+            let err: Value = resp.json().await.unwrap();
+            assert_eq!(err["error"]["code"], "invalid_task", "{err}");
+            let said = err["error"]["message"].as_str().unwrap();
+            assert!(said.contains(named), "{named}: {err}");
+        }
+    }
+    let (_, list) = lab.get(b, "/v1/tasks").await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 0, "{list}");
+    assert_eq!(lab.sim.work_hits(), 0);
 }
