@@ -26,7 +26,8 @@
 //! - a callback is sent once, by the router that ended the task, and its delivery is shown
 //!   on every router (`callback`);
 //! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
-//!   per cooldown, no attempt, and all succeed after (`waiting`);
+//!   per cooldown, no attempt, and all succeed after; a spoiled task at the head of the
+//!   queue is set aside and the rest run (`waiting`);
 //! - Redis wedged (SIGSTOP): submits refused with 503 within `task_timeout`, chat served,
 //!   `/status` says the queue is down; after SIGCONT submits are taken again; after a
 //!   restart the router connects again, to a durable Redis only (`outage`).

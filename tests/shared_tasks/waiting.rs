@@ -1,7 +1,8 @@
 //! Tasks of both routers waiting out an outage of their one machine (README "Several routers",
 //! the shared queue): held back by the breaker they cost no attempt and send nothing; the
 //! machine sees the pool's one probe per cooldown, not one per router or per task; after it
-//! recovers every task succeeds.
+//! recovers every task succeeds. A spoiled task at the head of the queue is set aside, and
+//! the tasks behind it run.
 
 use std::time::Duration;
 
@@ -46,4 +47,28 @@ async fn waiting_tasks_of_two_routers_cost_the_down_machine_one_probe_per_cooldo
         assert_eq!(task["status"], "succeeded", "{task}");
         assert_eq!(task["attempts_used"], 0, "waiting costs no attempt: {task}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spoiled_task_at_the_head_of_the_queue_is_set_aside_and_the_rest_run() {
+    let mut lab = Lab::start("5s", 4).await;
+    let a = lab.add_router("a").await;
+    // Another hand's garbage at the head of the pool's queue.
+    let bad = "tsk_0000000000aaaaaaaaaaaaaaaa";
+    let mut c = lab.redis.client().await;
+    c.hset(
+        &format!("pool:tasks:t:{bad}"),
+        &[("status", "queued"), ("doc", "{not json"), ("score", "0")],
+    )
+    .await;
+    c.cmd(&["ZADD", "pool:tasks:ready", "0", bad]).await;
+    c.cmd(&["ZADD", "pool:tasks:open", "0", bad]).await;
+    let id = lab.submitted(a, 1).await;
+    assert_eq!(finished(&lab, a, &id).await["status"], "succeeded");
+    // Read back, it is refused as the router's trouble, logged; the router lives on.
+    let (status, err) = lab.get(a, &format!("/v1/tasks/{bad}")).await;
+    assert_eq!(status, 500, "{err}");
+    assert_eq!(err["error"]["code"], "task_store_failed", "{err}");
+    assert!(lab.logs().contains("cannot be read back"), "{}", lab.logs());
+    assert!(lab.routers[a].child.try_wait().unwrap().is_none(), "alive");
 }
