@@ -132,6 +132,12 @@ async fn status(
                 let s = p.state();
                 crate::status::SharedQueueView {
                     last_error: s.last_error,
+                    pool: crate::status::PoolCountsView {
+                        due: s.pool.due,
+                        later: s.pool.later,
+                        running: s.pool.running,
+                        unfinished: s.pool.unfinished,
+                    },
                     running_here: s.running_here,
                     state: s.state.to_string(),
                 }

@@ -117,10 +117,23 @@ pub struct ClusterView {
 pub struct SharedQueueView {
     /// Why Redis was last found unavailable, while it is.
     pub last_error: Option<String>,
+    /// The pool's queue as last counted (every few seconds).
+    pub pool: PoolCountsView,
     /// Tasks of the pool this router is running.
     pub running_here: u32,
     /// `up` (submits are taken) or `down` (refused with 503 `queue_unavailable`).
     pub state: String,
+}
+
+/// `/status.shared_queue.pool`: the pool's unfinished tasks (any router's), those running
+/// under a lease, those due now, and those due later (a backoff, or waiting for a breaker).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PoolCountsView {
+    pub due: u64,
+    pub later: u64,
+    pub running: u64,
+    pub unfinished: u64,
 }
 
 /// At most this many bad shares are listed by name in `/status.cluster`.

@@ -37,6 +37,7 @@ mod upkeep;
 use answers::{ended, split, spoiled};
 pub use answers::{Cancelled, Ended, Page};
 pub use record::{Fetched, Spoiled};
+pub use upkeep::PoolCounts;
 
 /// Connecting to Redis at start, at most.
 const CONNECT_MAX: Duration = Duration::from_secs(5);

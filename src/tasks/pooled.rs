@@ -22,7 +22,7 @@ use super::queue::Queue;
 use super::scheduler::FleetNow;
 use super::slots::Slots;
 use super::submit::NewTask;
-use crate::cluster::tasks::{Cancelled, Fetched, Page, QueueError, SharedQueue};
+use crate::cluster::tasks::{Cancelled, Fetched, Page, PoolCounts, QueueError, SharedQueue};
 use crate::outcome::TaskStatus;
 use crate::store::tasks::{Idem, Inserted};
 use crate::store::{Msg, Store};
@@ -52,7 +52,7 @@ pub enum PoolError {
 }
 
 /// What `/status` says of the shared queue.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default)]
 pub struct QueueState {
     /// `up` or `down`.
     pub state: &'static str,
@@ -60,6 +60,8 @@ pub struct QueueState {
     pub running_here: u32,
     /// Why it is down, while it is.
     pub last_error: Option<String>,
+    /// The pool's queue as last counted (every few seconds).
+    pub pool: PoolCounts,
 }
 
 /// This router's end of the pool's queue.
@@ -75,6 +77,8 @@ pub struct PoolQueue {
     walks: Mutex<HashMap<TaskId, (Task, String, AbortHandle)>>,
     /// Shutting down: nothing more is claimed.
     stopping: AtomicBool,
+    /// The pool's queue as the worker last counted it.
+    counted: Mutex<PoolCounts>,
     /// A walk ended or a task came: the worker looks again.
     wake: Notify,
     /// The last operation reached Redis.
@@ -104,6 +108,7 @@ impl PoolQueue {
             running: AtomicU32::new(0),
             walks: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
+            counted: Mutex::new(PoolCounts::default()),
             wake: Notify::new(),
             up: AtomicBool::new(true),
             last_error: Mutex::new(None),
@@ -150,6 +155,7 @@ impl PoolQueue {
         QueueState {
             state: if up { "up" } else { "down" },
             running_here: self.running.load(Ordering::Acquire),
+            pool: *lock(&self.counted),
             last_error: match up {
                 true => None,
                 false => lock(&self.last_error).clone(),

@@ -70,6 +70,14 @@ async fn a_task_submitted_on_one_router_is_read_listed_and_cancelled_on_the_othe
         lab.sim.work_hits() == 1
     })
     .await;
+    // Either router's /status counts the pool's task.
+    for router in [a, b] {
+        lab.until("the pool's count", Duration::from_secs(5), async || {
+            let pool = &lab.get(router, "/status").await.1["shared_queue"]["pool"];
+            pool["running"] == 1 && pool["unfinished"] == 1
+        })
+        .await;
+    }
     let resp = lab
         .client
         .post(format!("{}/v1/tasks/{id}/cancel", lab.base(b)))

@@ -227,6 +227,13 @@ end
 return woken
 ";
 
+/// The pool's queue in numbers: unfinished tasks, running (leased), due now, due later.
+/// KEYS: open, leases, ready, later.
+const COUNTS: &str = r"
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
+  redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4])}
+";
+
 /// A finished task's `doc` written again, to record its callback's delivery; nothing else
 /// of a finished task changes, and an unfinished one is left alone.
 /// KEYS: task. ARGV: doc. Returns 1 when written.
@@ -318,6 +325,7 @@ pub(super) struct Scripts {
     pub cancel: Script,
     pub note: Script,
     pub wake: Script,
+    pub counts: Script,
     pub set_aside: Script,
     pub get: Script,
     pub list: Script,
@@ -336,6 +344,7 @@ impl Scripts {
             cancel: with(CANCEL),
             note: with(NOTE),
             wake: with(WAKE),
+            counts: with(COUNTS),
             set_aside: with(SET_ASIDE),
             get: with(GET),
             list: with(LIST),

@@ -1,5 +1,6 @@
 //! The shared queue's upkeep: a finished task's `doc` written again (its callback's
-//! delivery), waiting tasks woken when a breaker changed, finished tasks pruned.
+//! delivery), waiting tasks woken when a breaker changed, finished tasks pruned, the queue
+//! counted.
 
 use std::time::Duration;
 
@@ -41,4 +42,33 @@ impl SharedQueue {
         self.bounded(call.invoke_async(&mut self.conn().await?))
             .await
     }
+
+    /// The pool's queue in numbers, for `/status`.
+    pub async fn counts(&self) -> Result<PoolCounts, QueueError> {
+        let mut call = self.scripts.counts.prepare_invoke();
+        call.key(self.key("open"))
+            .key(self.key("leases"))
+            .key(self.key("ready"))
+            .key(self.key("later"));
+        let n: Vec<u64> = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
+        let at = |i: usize| n.get(i).copied().unwrap_or(0);
+        Ok(PoolCounts {
+            unfinished: at(0),
+            running: at(1),
+            due: at(2),
+            later: at(3),
+        })
+    }
+}
+
+/// The pool's queue in numbers: unfinished tasks (any router's), running (under a lease),
+/// due now, and due later (a backoff, or waiting for a breaker).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    pub unfinished: u64,
+    pub running: u64,
+    pub due: u64,
+    pub later: u64,
 }

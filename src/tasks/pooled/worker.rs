@@ -30,6 +30,8 @@ use crate::tasks::walk::{chain_of, label_of, walk, Job};
 
 /// Looked for work at least this often.
 const POLL: Duration = Duration::from_millis(500);
+/// The pool's queue is counted for `/status` this often.
+const COUNT_EVERY: Duration = Duration::from_secs(2);
 /// Finished tasks past `tasks.keep` are looked for this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Claims in a row at most before the worker waits again (spoiled tasks are set aside one
@@ -43,8 +45,15 @@ const END_PATIENCE: Duration = Duration::from_secs(600);
 pub(super) async fn run(pq: Arc<PoolQueue>) {
     let mut transitions = (pq.fleet)().machines.bus().subscribe();
     let mut pruned = Instant::now();
+    let mut counted = Instant::now() - COUNT_EVERY;
     loop {
         claim_while_room(&pq).await;
+        if counted.elapsed() >= COUNT_EVERY {
+            counted = Instant::now();
+            if let Ok(n) = pq.saw(pq.queue.counts().await) {
+                *lock(&pq.counted) = n;
+            }
+        }
         if pruned.elapsed() >= PRUNE_EVERY {
             // Finished tasks go after tasks.keep, with their idempotency keys; any router
             // may prune (a script at a time, so two never trip on each other).
