@@ -6,7 +6,8 @@
 //!
 //! Files: `scripts` (the Lua and the keys it keeps), `record` (a task written to Redis and
 //! read back as outside input), `answers` (what the scripts answer, as types), `durable`
-//! (the start check: on disk, or refused), `upkeep` (a finished task's callback noted, waiting
+//! (the start check: on disk, or refused), `conn` (the connection, made again after it
+//! dropped, and each operation's bound), `upkeep` (a finished task's callback noted, waiting
 //! tasks woken, the prune).
 //!
 //! - **Submit** makes one task per pool-wide `Idempotency-Key`, even from two routers at once.
@@ -29,6 +30,7 @@ use crate::store::tasks::{Idem, Inserted};
 use crate::task::{Task, TaskId};
 
 mod answers;
+mod conn;
 mod durable;
 mod record;
 mod scripts;
@@ -36,6 +38,7 @@ mod upkeep;
 
 use answers::{ended, split, spoiled};
 pub use answers::{Cancelled, Ended, Page};
+use conn::open;
 pub use record::{Fetched, Spoiled};
 pub use upkeep::PoolCounts;
 
@@ -337,28 +340,6 @@ impl SharedQueue {
         Ok(page)
     }
 
-    /// The connection, made again (bounded by `cluster.task_timeout`) if it dropped.
-    async fn conn(&self) -> Result<MultiplexedConnection, QueueError> {
-        if let Some(c) = lock(&self.conn).clone() {
-            return Ok(c);
-        }
-        let opened = tokio::time::timeout(
-            self.timeout,
-            open(&self.endpoint, self.timeout, self.assume_durable),
-        )
-        .await
-        .map_err(|_| {
-            QueueError::Unavailable(format!(
-                "no answer from Redis at {} within cluster.task_timeout",
-                self.endpoint.host()
-            ))
-        })?
-        .map_err(QueueError::Unavailable)?;
-        tracing::info!(redis = %self.endpoint.host(), "shared task queue: connected to Redis again");
-        *lock(&self.conn) = Some(opened.clone());
-        Ok(opened)
-    }
-
     fn key(&self, what: &str) -> String {
         format!("{}{what}", self.base)
     }
@@ -380,28 +361,6 @@ impl SharedQueue {
             .key(self.key("open"))
             .arg(id.as_str())
     }
-
-    /// One operation, at most `cluster.task_timeout`.
-    async fn bounded<T>(
-        &self,
-        call: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, QueueError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                if e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error() {
-                    *lock(&self.conn) = None;
-                }
-                Err(QueueError::Unavailable(crate::text::bounded(
-                    &self.endpoint.hide(&e.to_string()),
-                )))
-            }
-            Err(_) => Err(QueueError::Unavailable(format!(
-                "no answer within cluster.task_timeout ({} ms)",
-                millis(self.timeout)
-            ))),
-        }
-    }
 }
 
 /// The `ready` score: higher priority first, then older first (`created_ms` below 2^42,
@@ -413,39 +372,4 @@ fn score(task: &Task) -> f64 {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A connection to Redis, checked to be durable (or `assume`d so).
-async fn open(
-    endpoint: &Endpoint,
-    bound: Duration,
-    assume: bool,
-) -> Result<MultiplexedConnection, String> {
-    let opts = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(CONNECT_MAX))
-        .set_response_timeout(Some(bound));
-    let connecting = endpoint
-        .client()
-        .get_multiplexed_async_connection_with_config(&opts);
-    let mut conn = tokio::time::timeout(CONNECT_MAX, connecting)
-        .await
-        .map_err(|_| {
-            format!(
-                "no answer from Redis at {} within {CONNECT_MAX:?}",
-                endpoint.host()
-            )
-        })?
-        .map_err(|e| {
-            format!(
-                "cannot reach Redis at {}: {}",
-                endpoint.host(),
-                endpoint.hide(&e.to_string())
-            )
-        })?;
-    durable::check(&mut conn, assume).await?;
-    Ok(conn)
 }
