@@ -77,6 +77,9 @@ pub struct PoolQueue {
     walks: Mutex<HashMap<TaskId, (Task, String, AbortHandle)>>,
     /// Shutting down: nothing more is claimed.
     stopping: AtomicBool,
+    /// The last walk found every machine it accepts busy: nothing more is claimed until a
+    /// walk ends or the next poll.
+    saturated: AtomicBool,
     /// The pool's queue as the worker last counted it.
     counted: Mutex<PoolCounts>,
     /// A walk ended or a task came: the worker looks again.
@@ -108,6 +111,7 @@ impl PoolQueue {
             running: AtomicU32::new(0),
             walks: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
+            saturated: AtomicBool::new(false),
             counted: Mutex::new(PoolCounts::default()),
             wake: Notify::new(),
             up: AtomicBool::new(true),

@@ -28,6 +28,8 @@ pub struct Lab {
     /// loopback: not by default).
     pub breaker: Option<&'static str>,
     pub shared: bool,
+    /// The machine's `task_slots` when not `slots`.
+    pub task_slots: Option<u32>,
 }
 
 impl Lab {
@@ -45,6 +47,7 @@ impl Lab {
             slots,
             breaker: None,
             shared: false,
+            task_slots: None,
         }
     }
 
@@ -76,7 +79,7 @@ defaults:
 {breaker}tasks:
   max_running: {slots}
 machines:
-  slow-box: {{ url: "{url}", max_concurrency: 64, task_slots: {slots}, shared: {shared} }}
+  slow-box: {{ url: "{url}", max_concurrency: 64, task_slots: {task_slots}, shared: {shared} }}
 models:
   slow-m: {{ machine: slow-box, name: slow-model }}
 routes:
@@ -90,6 +93,7 @@ routes:
                 .breaker
                 .map_or(String::new(), |b| format!("  breaker: {b}\n")),
             shared = self.shared,
+            task_slots = self.task_slots.unwrap_or(self.slots),
         )
     }
 
@@ -157,4 +161,24 @@ routes:
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// How many scripts (`EVALSHA`, `EVAL`) Redis has run so far.
+pub async fn scripts_run(redis: &RedisServer) -> u64 {
+    let mut c = redis.client().await;
+    let info = match c.cmd(&["INFO", "commandstats"]).await {
+        crate::redis::Reply::Str(s) => s,
+        other => panic!("INFO commandstats: {other:?}"),
+    };
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }

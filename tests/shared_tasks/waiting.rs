@@ -1,8 +1,9 @@
 //! Tasks of both routers waiting out an outage of their one machine (README "Several routers",
 //! the shared queue): held back by the breaker they cost no attempt and send nothing; the
 //! machine sees the pool's one probe per cooldown, not one per router or per task; after it
-//! recovers every task succeeds. A spoiled task at the head of the queue is set aside, and
-//! the tasks behind it run.
+//! recovers every task succeeds. Tasks behind a busy machine are not claimed over and over
+//! (Redis's script count is the witness). A spoiled task at the head of the queue is set
+//! aside, and the tasks behind it run.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use labrouter::sim::Fault;
 use tokio::time::Instant;
 
 use crate::anywhere::finished;
-use crate::routers::Lab;
+use crate::routers::{scripts_run, Lab};
 
 /// How long the machine stays down, and its cooldown.
 const DOWN: Duration = Duration::from_secs(4);
@@ -71,4 +72,33 @@ async fn a_spoiled_task_at_the_head_of_the_queue_is_set_aside_and_the_rest_run()
     assert_eq!(err["error"]["code"], "task_store_failed", "{err}");
     assert!(lab.logs().contains("cannot be read back"), "{}", lab.logs());
     assert!(lab.routers[a].child.try_wait().unwrap().is_none(), "alive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_queued_behind_a_busy_machine_are_not_claimed_over_and_over() {
+    let mut lab = Lab::start("5s", 4).await;
+    lab.task_slots = Some(1);
+    lab.sim.set(Fault::SlowFirstByte(Duration::from_secs(1)));
+    let a = lab.add_router("a").await;
+    let mut ids = Vec::new();
+    for n in 0..30 {
+        ids.push(lab.submitted(a, n).await);
+    }
+    lab.until("one runs", Duration::from_secs(5), async || {
+        lab.sim.work_hits() == 1
+    })
+    .await;
+    // One slot, four claims allowed: the other tasks are found busy, given back, and not
+    // claimed again before a walk ends or the next poll.
+    let before = scripts_run(&lab.redis).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let ran = scripts_run(&lab.redis).await - before;
+    // Claimed and given back at each poll, the 29 waiting tasks cost about sixty; held back
+    // until a slot frees, a handful.
+    assert!(ran < 30, "{ran} scripts in 0.8 s behind one busy slot");
+    lab.sim.set(Fault::Ok);
+    for id in &ids {
+        assert_eq!(finished(&lab, a, id).await["status"], "succeeded");
+    }
+    assert_eq!(lab.sim.work_hits(), 30, "each once");
 }

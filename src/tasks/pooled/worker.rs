@@ -66,20 +66,26 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
             got = transitions.recv() => {
                 if !matches!(got, Err(broadcast::error::RecvError::Closed)) {
                     // Waiting tasks walk again now (one may be the probe), not at their poll.
-                    let max = (pq.fleet)().registry.tasks.max_running;
-                    let _ = pq.saw(pq.queue.wake_waiting(max).await);
+                    wake_waiting(&pq).await;
                 }
             }
-            () = tokio::time::sleep(POLL) => {}
+            () = tokio::time::sleep(POLL) => pq.saturated.store(false, Ordering::Release),
         }
     }
+}
+
+/// Up to `tasks.max_running` of the waiting tasks due soonest walk again now.
+async fn wake_waiting(pq: &PoolQueue) {
+    let max = (pq.fleet)().registry.tasks.max_running;
+    let _ = pq.saw(pq.queue.wake_waiting(max).await);
 }
 
 /// Claims and starts tasks while this router runs fewer than `tasks.max_running`.
 async fn claim_while_room(pq: &Arc<PoolQueue>) {
     for _ in 0..CLAIMS_MAX {
         let max = (pq.fleet)().registry.tasks.max_running;
-        if pq.running.load(Ordering::Acquire) >= max || pq.stopping.load(Ordering::Acquire) {
+        let held = pq.stopping.load(Ordering::Acquire) || pq.saturated.load(Ordering::Acquire);
+        if pq.running.load(Ordering::Acquire) >= max || held {
             return;
         }
         match pq.saw(pq.queue.claim().await) {
@@ -117,9 +123,19 @@ async fn run_one(pq: Arc<PoolQueue>, claimed: Claimed) {
             Ok((parsed, group)) => walked(&pq, &fleet, &mut task, &token, parsed, group).await,
         }
     };
+    // Every machine busy: claiming more would only give them back; a walk's end frees a slot.
+    pq.saturated
+        .store(matches!(next, Some(Next::Busy)), Ordering::Release);
     match next {
-        Some(Next::End) => end(&pq, &task).await,
+        Some(Next::End) => {
+            end(&pq, &task).await;
+            if task.status == crate::outcome::TaskStatus::Succeeded {
+                // Its machine serves: tasks waiting for it may run now, not at their poll.
+                wake_waiting(&pq).await;
+            }
+        }
         Some(Next::Again(delay)) => give_back(&pq, &task, &token, delay).await,
+        Some(Next::Busy) => give_back(&pq, &task, &token, lone::BUSY_AGAIN).await,
         // No longer this router's: cancelled, or its lease lapsed and another took it.
         None => {}
     }

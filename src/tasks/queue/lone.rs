@@ -6,8 +6,9 @@
 //!
 //! What differs from the local queue: there is no group to park with, so a task held back
 //! by every breaker is given back `waiting` and looked at again when the soonest cooldown
-//! ends or after [`WAIT_POLL`] at most (a bounded poll of the queue, never of a machine: the
-//! walk goes through the breakers, and the pool probes once, §12).
+//! ends, when woken (a breaker changed, a walk served), or after [`WAIT_POLL`] at most (a
+//! bounded poll of the queue, never of a machine: the walk goes through the breakers, and
+//! the pool probes once, §12).
 
 use std::time::{Duration, SystemTime};
 
@@ -16,9 +17,9 @@ use super::{error, finish, push_records, Tried, WalkEnd};
 use crate::outcome::{TaskCode, TaskStatus};
 use crate::task::Task;
 
-/// A waiting task is looked at again after this at most (a verdict from another router may
-/// close a breaker before the cooldown this router knew of ends).
-pub const WAIT_POLL: Duration = Duration::from_secs(2);
+/// A waiting task is looked at again after this at most. A breaker change (this router's,
+/// or another's verdict adopted) and a walk that served wake waiting tasks sooner.
+pub const WAIT_POLL: Duration = Duration::from_secs(10);
 /// A task held back only by busy slots is looked at again after this.
 pub const BUSY_AGAIN: Duration = Duration::from_millis(500);
 
@@ -29,6 +30,9 @@ pub enum Next {
     End,
     /// Give it back unfinished (`queued` or `waiting`), due again after this.
     Again(Duration),
+    /// Every machine it accepts is busy (slots, not breakers): give it back `queued`, due
+    /// again after [`BUSY_AGAIN`], and claim nothing more until a walk ends.
+    Busy,
 }
 
 /// Whether `task` is past its deadline at `wall`: it expires without a walk.
@@ -92,7 +96,7 @@ fn held_back(task: &mut Task, tried: Tried) -> Next {
         task.waiting_for = Some(
             "every machine it accepts is busy with other tasks or interactive requests".into(),
         );
-        return Next::Again(BUSY_AGAIN);
+        return Next::Busy;
     }
     let was = task.status;
     task.status = TaskStatus::Waiting;

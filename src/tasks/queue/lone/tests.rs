@@ -70,6 +70,14 @@ fn held_back_by_breakers_the_task_waits_costs_no_attempt_and_polls_within_the_bo
     assert_eq!(next, Next::Again(WAIT_POLL));
     assert_eq!((t.status, t.attempts_used), (TaskStatus::Waiting, 0));
     assert_eq!(t.attempts.len(), 1);
+    // A cooldown known to end sooner is when it is looked at again.
+    let mut soon = tried(false, false, true);
+    soon.soonest = Some(Duration::from_secs(1));
+    let mut u = task(3);
+    assert_eq!(
+        walked(&mut u, WalkEnd::Unserved(soon), wall()),
+        Next::Again(Duration::from_secs(1))
+    );
     // Waiting again adds no record.
     walked(&mut t, WalkEnd::Unserved(tried(false, false, true)), wall());
     assert_eq!(t.attempts.len(), 1);
@@ -83,7 +91,7 @@ fn held_back_only_by_slots_the_task_stays_queued() {
         WalkEnd::Unserved(tried(false, false, false)),
         wall(),
     );
-    assert_eq!(next, Next::Again(BUSY_AGAIN));
+    assert_eq!(next, Next::Busy);
     assert_eq!(t.status, TaskStatus::Queued);
 }
 
