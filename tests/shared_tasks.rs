@@ -30,7 +30,8 @@
 //!   queue is set aside and the rest run (`waiting`);
 //! - Redis wedged (SIGSTOP): submits refused with 503 within `task_timeout`, chat served,
 //!   `/status` says the queue is down; after SIGCONT submits are taken again; after a
-//!   restart the router connects again, to a durable Redis only (`outage`).
+//!   restart the router connects again, to a durable Redis only; a router refuses to start on
+//!   a Redis that is not durable, and starts (chat served) while Redis is down (`outage`).
 //!
 //! Leases run on Redis's clock (`TIME`), which a paused tokio clock cannot move: the lease
 //! tests use 300 ms leases and wait for them with real time, a second at most.

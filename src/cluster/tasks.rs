@@ -38,7 +38,7 @@ mod upkeep;
 
 use answers::{ended, split, spoiled};
 pub use answers::{Cancelled, Ended, Page};
-use conn::open;
+use conn::{open, Refused};
 pub use record::{Fetched, Spoiled};
 pub use upkeep::PoolCounts;
 
@@ -101,15 +101,24 @@ impl std::fmt::Debug for SharedQueue {
 
 impl SharedQueue {
     /// Connects and checks that Redis is durable; the error says why not, naming the setting.
+    /// A Redis that does not answer is no error: the queue starts unavailable (submits are
+    /// refused) and its first operation once Redis answers connects, and checks, again.
     pub async fn connect(
         endpoint: &Endpoint,
         config: &Cluster,
         max_value: usize,
     ) -> Result<SharedQueue, String> {
         let bound = config.task_timeout.max(Duration::from_millis(1));
-        let conn = open(endpoint, bound, config.assume_durable).await?;
+        let conn = match open(endpoint, bound, config.assume_durable).await {
+            Ok(conn) => Some(conn),
+            Err(Refused::NotDurable(why)) => return Err(why),
+            Err(Refused::Unreachable(why)) => {
+                tracing::warn!(error = %why, "shared task queue: Redis does not answer at start; task submits are refused with 503 until it does (and is found durable)");
+                None
+            }
+        };
         Ok(SharedQueue {
-            conn: Mutex::new(Some(conn)),
+            conn: Mutex::new(conn),
             endpoint: endpoint.clone(),
             assume_durable: config.assume_durable,
             base: format!("{}:tasks:", config.prefix),
@@ -120,6 +129,15 @@ impl SharedQueue {
             scripts: scripts::Scripts::new(),
             tokens: AtomicU64::new(0),
         })
+    }
+
+    /// Whether it holds a connection now (none after start without Redis, or after it
+    /// dropped, until the next operation).
+    pub fn connected(&self) -> bool {
+        self.conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// A running task's lease, `cluster.task_lease`.

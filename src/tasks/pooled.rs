@@ -104,6 +104,7 @@ impl std::fmt::Debug for PoolQueue {
 
 impl PoolQueue {
     pub fn new(queue: SharedQueue, fleet: FleetNow, store: Option<Arc<Store>>) -> PoolQueue {
+        let up = queue.connected();
         PoolQueue {
             queue,
             fleet,
@@ -114,8 +115,8 @@ impl PoolQueue {
             saturated: AtomicBool::new(false),
             counted: Mutex::new(PoolCounts::default()),
             wake: Notify::new(),
-            up: AtomicBool::new(true),
-            last_error: Mutex::new(None),
+            up: AtomicBool::new(up),
+            last_error: Mutex::new((!up).then(|| "Redis did not answer at start".to_string())),
             store,
             callbacks: Mutex::new(None),
         }

@@ -3,6 +3,9 @@
 //! `cluster.task_timeout` (never a 202), chat is served as ever, `/status` says the queue is
 //! down; after SIGCONT submits are taken again and run. Redis restarted (SIGKILL, back
 //! empty): the router connects again, but takes submits only once Redis is durable again.
+//! A router refuses to start on a Redis that answers but is not durable, naming the setting;
+//! one started while Redis is down starts (chat served, submits 503) and takes tasks once
+//! Redis is back.
 
 use std::time::Duration;
 
@@ -74,5 +77,48 @@ async fn after_redis_restarts_the_router_connects_again_but_only_to_a_durable_re
     c.ok(&["CONFIG", "SET", "appendonly", "yes"]).await;
     c.ok(&["CONFIG", "SET", "appendfsync", "always"]).await;
     let id = lab.submitted(a, 3).await;
+    assert_eq!(finished(&lab, a, &id).await["status"], "succeeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_refuses_to_start_on_a_redis_that_is_not_durable_naming_the_setting() {
+    let mut lab = Lab::start("2s", 4).await;
+    let mut c = lab.redis.client().await;
+    c.ok(&["CONFIG", "SET", "appendfsync", "everysec"]).await;
+    let said = lab.refused("a").await;
+    assert!(
+        said.contains("appendfsync is 'everysec', not 'always'"),
+        "{said}"
+    );
+    assert!(!said.contains("redis://"), "the URL is never said: {said}");
+    assert!(lab.routers.is_empty());
+    // Made durable, it starts.
+    c.ok(&["CONFIG", "SET", "appendfsync", "always"]).await;
+    let a = lab.add_router("a").await;
+    let id = lab.submitted(a, 1).await;
+    assert_eq!(finished(&lab, a, &id).await["status"], "succeeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_started_while_redis_is_down_serves_chat_and_takes_tasks_once_redis_is_back() {
+    let mut lab = Lab::start("2s", 4).await;
+    lab.redis.kill9();
+    let a = lab.add_router("a").await;
+    let chat = lab
+        .client
+        .post(format!("{}/v1/chat/completions", lab.base(a)))
+        .json(&json!({"model": "auto", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat.status(), 200);
+    assert_eq!(lab.submit(a, 1, None).await.status(), 503);
+    let (_, status) = lab.get(a, "/status").await;
+    assert_eq!(status["shared_queue"]["state"], "down", "{status}");
+    lab.redis.restart().await;
+    let mut c = lab.redis.client().await;
+    c.ok(&["CONFIG", "SET", "appendonly", "yes"]).await;
+    c.ok(&["CONFIG", "SET", "appendfsync", "always"]).await;
+    let id = lab.submitted(a, 2).await;
     assert_eq!(finished(&lab, a, &id).await["status"], "succeeded");
 }

@@ -61,6 +61,39 @@ impl Lab {
         self.routers.len() - 1
     }
 
+    /// Starts router `node` expecting it to refuse to start: what it said (its log and
+    /// error), once it exited with a failure (within 10 s).
+    pub async fn refused(&self, node: &str) -> String {
+        let path = self.dir.path().join(format!("{node}.yaml"));
+        let state: PathBuf = self.dir.path().join(format!("{node}-state"));
+        std::fs::write(&path, self.registry(node, &state)).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_labrouter"))
+            .args(["serve", "--config"])
+            .arg(&path)
+            .env("LABROUTER_REDIS_URL", self.redis.url())
+            .env_remove("LABROUTER_CONFIG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("router {node} did not refuse to start");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(!status.success(), "refused, so it fails: {status}");
+        let mut said = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+        said
+    }
+
     fn registry(&self, node: &str, state: &std::path::Path) -> String {
         format!(
             r#"server:

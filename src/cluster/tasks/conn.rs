@@ -27,8 +27,8 @@ impl SharedQueue {
                 self.endpoint.host()
             ))
         })?
-        .map_err(QueueError::Unavailable)?;
-        tracing::info!(redis = %self.endpoint.host(), "shared task queue: connected to Redis again");
+        .map_err(|e| QueueError::Unavailable(e.why()))?;
+        tracing::info!(redis = %self.endpoint.host(), "shared task queue: connected to Redis");
         *lock(&self.conn) = Some(opened.clone());
         Ok(opened)
     }
@@ -60,12 +60,29 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Why no connection was made.
+#[derive(Debug)]
+pub(super) enum Refused {
+    /// Redis did not answer: it may come back.
+    Unreachable(String),
+    /// Redis answered, but does not write every change to disk (or would not say).
+    NotDurable(String),
+}
+
+impl Refused {
+    pub(super) fn why(self) -> String {
+        match self {
+            Refused::Unreachable(why) | Refused::NotDurable(why) => why,
+        }
+    }
+}
+
 /// A connection to Redis, checked to be durable (or `assume`d so).
 pub(super) async fn open(
     endpoint: &Endpoint,
     bound: Duration,
     assume: bool,
-) -> Result<MultiplexedConnection, String> {
+) -> Result<MultiplexedConnection, Refused> {
     let opts = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_MAX))
         .set_response_timeout(Some(bound));
@@ -75,18 +92,20 @@ pub(super) async fn open(
     let mut conn = tokio::time::timeout(CONNECT_MAX, connecting)
         .await
         .map_err(|_| {
-            format!(
+            Refused::Unreachable(format!(
                 "no answer from Redis at {} within {CONNECT_MAX:?}",
                 endpoint.host()
-            )
+            ))
         })?
         .map_err(|e| {
-            format!(
+            Refused::Unreachable(format!(
                 "cannot reach Redis at {}: {}",
                 endpoint.host(),
                 endpoint.hide(&e.to_string())
-            )
+            ))
         })?;
-    durable::check(&mut conn, assume).await?;
+    durable::check(&mut conn, assume)
+        .await
+        .map_err(Refused::NotDurable)?;
     Ok(conn)
 }
