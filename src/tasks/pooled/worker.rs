@@ -45,11 +45,11 @@ const END_PATIENCE: Duration = Duration::from_secs(600);
 pub(super) async fn run(pq: Arc<PoolQueue>) {
     let mut transitions = (pq.fleet)().machines.bus().subscribe();
     let mut pruned = Instant::now();
-    let mut counted = Instant::now() - COUNT_EVERY;
+    let mut counted: Option<Instant> = None;
     loop {
         claim_while_room(&pq).await;
-        if counted.elapsed() >= COUNT_EVERY {
-            counted = Instant::now();
+        if counted.is_none_or(|c| c.elapsed() >= COUNT_EVERY) {
+            counted = Some(Instant::now());
             if let Ok(n) = pq.saw(pq.queue.counts().await) {
                 *lock(&pq.counted) = n;
             }
