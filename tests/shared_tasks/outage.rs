@@ -1,7 +1,7 @@
 //! Redis wedged (SIGSTOP: its sockets open, nothing answered) under a pool with the shared
 //! queue: a submit is refused with 503 `queue_unavailable` and `Retry-After` within
 //! `cluster.task_timeout` (never a 202), chat is served as ever, `/status` says the queue is
-//! down; after SIGCONT submits are taken again and run. Redis restarted (SIGKILL, back
+//! down; after SIGCONT submits are taken again and run, and the ledger has both changes. Redis restarted (SIGKILL, back
 //! empty): the router connects again, but takes submits only once Redis is durable again.
 //! A router refuses to start on a Redis that answers but is not durable, naming the setting;
 //! one started while Redis is down starts (chat served, submits 503) and takes tasks once
@@ -55,6 +55,34 @@ async fn a_wedged_redis_refuses_submits_quickly_while_chat_is_served_and_its_ret
     .await;
     let after = lab.submitted(a, 2).await;
     assert_eq!(finished(&lab, a, &after).await["status"], "succeeded");
+    // The ledger says when the queue went down and came back, as `(cluster)` rows.
+    let mut rows = Vec::new();
+    lab.until("the ledger's rows", Duration::from_secs(5), async || {
+        let (_, events) = lab.get(a, "/status/events?machine=(cluster)").await;
+        rows = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} -> {}",
+                    e["from"].as_str().unwrap(),
+                    e["to"].as_str().unwrap()
+                )
+            })
+            .filter(|r| r.contains("task queue"))
+            .collect();
+        rows.len() == 2
+    })
+    .await;
+    rows.reverse();
+    assert_eq!(
+        rows,
+        [
+            "task queue up -> task queue down",
+            "task queue down -> task queue up"
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
