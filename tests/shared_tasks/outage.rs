@@ -1,11 +1,11 @@
 //! Redis wedged (SIGSTOP: its sockets open, nothing answered) under a pool with the shared
 //! queue: a submit is refused with 503 `queue_unavailable` and `Retry-After` within
 //! `cluster.task_timeout` (never a 202), chat is served as ever, `/status` says the queue is
-//! down; after SIGCONT submits are taken again and run, and the ledger has both changes. Redis restarted (SIGKILL, back
-//! empty): the router connects again, but takes submits only once Redis is durable again.
-//! A router refuses to start on a Redis that answers but is not durable, naming the setting;
-//! one started while Redis is down starts (chat served, submits 503) and takes tasks once
-//! Redis is back.
+//! down; after SIGCONT submits are taken again and run, and the ledger has both changes.
+//! Redis restarted (SIGKILL, back empty): the router connects again, but takes submits only
+//! once Redis is durable again. A router refuses to start on a Redis that answers but is not
+//! durable, naming the setting; one started while Redis is down starts (chat served, submits
+//! 503) and takes tasks once Redis is back.
 
 use std::time::Duration;
 
