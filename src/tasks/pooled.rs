@@ -125,6 +125,8 @@ impl PoolQueue {
     /// Runs this router's worker, and the deliveries of the callbacks of the tasks it ends,
     /// until the process ends (or the task is aborted).
     pub async fn run(self: Arc<Self>) {
+        let up = self.up.load(Ordering::Acquire);
+        metrics::gauge!("labrouter_shared_queue_up").set(if up { 1.0 } else { 0.0 });
         let (tx, handed) = mpsc::unbounded_channel();
         *lock(&self.callbacks) = Some(tx);
         let deliveries = super::deliver::deliver_all(Arc::clone(&self), handed, Vec::new());
@@ -175,6 +177,7 @@ impl PoolQueue {
             *lock(&self.last_error) = Some(why.clone());
         }
         if self.up.swap(now_up, Ordering::AcqRel) != now_up {
+            metrics::gauge!("labrouter_shared_queue_up").set(if now_up { 1.0 } else { 0.0 });
             let (from, to) = if now_up {
                 ("down", "up")
             } else {

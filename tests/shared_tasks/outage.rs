@@ -45,6 +45,19 @@ async fn a_wedged_redis_refuses_submits_quickly_while_chat_is_served_and_its_ret
     assert_eq!(chat.status(), 200);
     let (_, status) = lab.get(a, "/status").await;
     assert_eq!(status["shared_queue"]["state"], "down", "{status}");
+    let metrics = lab
+        .client
+        .get(format!("{}/metrics", lab.base(a)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "labrouter_shared_queue_up 0"),
+        "{metrics}"
+    );
 
     lab.redis.signal("CONT");
     lab.until(
