@@ -200,6 +200,7 @@ impl SharedQueue {
             .key(self.key("ready"))
             .key(self.key("later"))
             .key(self.key("leases"))
+            .key(self.key("ended"))
             .arg(self.key("t:"))
             .arg(&token)
             .arg(millis(self.lease))

@@ -13,6 +13,7 @@
 //! - `open` (zset, every score 0): the unfinished tasks, counted against `tasks.max_queued`.
 //! - `idem:{hash}`: `{fingerprint} {id}`, the pool-wide `Idempotency-Key`.
 //! - `seq`: the counter that numbers tasks in submit order.
+//! - `ended` (list): tasks a claim failed (interrupted twice), whose callbacks a router sends.
 //!
 //! A task's hash is named from its id inside the scripts that walk the zsets (claim, list):
 //! one Redis, not a Redis Cluster, as the verdicts are.
@@ -101,7 +102,9 @@ return {'new', ARGV[1]}
 /// each task goes back to `ready` with the lapse recorded, or is failed at its second
 /// (`ended_by` = `interrupted`); then tasks due from `later` join `ready`; then the head of
 /// `ready` (priority, then age) is taken. Entries that name no runnable task are dropped.
-/// KEYS: open, ready, later, leases. ARGV: task key prefix, token, lease_ms, max.
+/// A task failed so is listed in `ended` (at most the last 1000), for a router to send its
+/// callback ([`TAKE_ENDED`]).
+/// KEYS: open, ready, later, leases, ended. ARGV: task key prefix, token, lease_ms, max.
 /// Returns `{}` when nothing is due, else what [`COMMON`]'s `fetch` returns (whole).
 const CLAIM: &str = r"
 local now = now_ms()
@@ -115,6 +118,8 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0
     if string.find(lapses, ',', 1, true) then
       redis.call('HSET', k, 'status', 'failed', 'ended_ms', now, 'ended_by', 'interrupted', 'req', '')
       redis.call('ZREM', KEYS[1], id)
+      redis.call('RPUSH', KEYS[5], id)
+      redis.call('LTRIM', KEYS[5], -1000, -1)
     else
       redis.call('HSET', k, 'status', 'queued')
       redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
@@ -227,6 +232,14 @@ end
 return woken
 ";
 
+/// Up to `n` ids of tasks a claim ended (failed at their second interruption), oldest first,
+/// taken off the list: the router that takes them sends their callbacks.
+/// KEYS: ended. ARGV: n. Returns the ids.
+const TAKE_ENDED: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return {} end
+return redis.call('LPOP', KEYS[1], tonumber(ARGV[1])) or {}
+";
+
 /// The pool's queue in numbers: unfinished tasks, running (leased), due now, due later.
 /// KEYS: open, leases, ready, later.
 const COUNTS: &str = r"
@@ -326,6 +339,7 @@ pub(super) struct Scripts {
     pub note: Script,
     pub wake: Script,
     pub counts: Script,
+    pub take_ended: Script,
     pub set_aside: Script,
     pub get: Script,
     pub list: Script,
@@ -345,6 +359,7 @@ impl Scripts {
             note: with(NOTE),
             wake: with(WAKE),
             counts: with(COUNTS),
+            take_ended: with(TAKE_ENDED),
             set_aside: with(SET_ASIDE),
             get: with(GET),
             list: with(LIST),

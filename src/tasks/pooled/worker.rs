@@ -32,6 +32,8 @@ use crate::tasks::walk::{chain_of, label_of, walk, Job};
 const POLL: Duration = Duration::from_millis(500);
 /// The pool's queue is counted for `/status` this often.
 const COUNT_EVERY: Duration = Duration::from_secs(2);
+/// Tasks ended by a claim taken off the pool's list per count, at most.
+const ENDED_MAX: u32 = 64;
 /// Finished tasks past `tasks.keep` are looked for this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Claims in a row at most before the worker waits again (spoiled tasks are set aside one
@@ -53,6 +55,7 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
             if let Ok(n) = pq.saw(pq.queue.counts().await) {
                 *lock(&pq.counted) = n;
             }
+            ended_by_claims(&pq).await;
         }
         if pruned.elapsed() >= PRUNE_EVERY {
             // Finished tasks go after tasks.keep, with their idempotency keys; any router
@@ -70,6 +73,19 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
                 }
             }
             () = tokio::time::sleep(POLL) => pq.saturated.store(false, Ordering::Release),
+        }
+    }
+}
+
+/// Tasks a claim failed (interrupted twice) have no router that wrote their end: the router
+/// that takes them off the pool's list sends their callbacks.
+async fn ended_by_claims(pq: &PoolQueue) {
+    let Ok(ids) = pq.saw(pq.queue.take_ended(ENDED_MAX).await) else {
+        return;
+    };
+    for id in ids {
+        if let Ok(Some(f)) = pq.get(&id, None).await {
+            pq.finished(&f.task);
         }
     }
 }
