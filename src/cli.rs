@@ -260,9 +260,10 @@ pub enum TaskCommand {
         /// At most this many (1..1000; the router's default is 100).
         #[arg(long)]
         limit: Option<u32>,
-        /// Tasks older than this cursor (a previous page's `next_before`).
+        /// Tasks older than this cursor (a previous page's `next_before`: a number, or a
+        /// task id from a router on the shared queue).
         #[arg(long, value_name = "CURSOR")]
-        before: Option<i64>,
+        before: Option<String>,
         /// Print the raw page instead.
         #[arg(long)]
         json: bool,

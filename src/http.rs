@@ -127,7 +127,21 @@ async fn status(
         crate::status::View::of(&svc.fleet())
             .with_host(crate::host::stats())
             .with_detached(idempotency::of(&svc).detached())
-            .with_tasks(tasks),
+            .with_tasks(tasks)
+            .with_shared_queue(svc.pooled().map(|p| {
+                let s = p.state();
+                crate::status::SharedQueueView {
+                    last_error: s.last_error,
+                    pool: crate::status::PoolCountsView {
+                        due: s.pool.due,
+                        later: s.pool.later,
+                        running: s.pool.running,
+                        unfinished: s.pool.unfinished,
+                    },
+                    running_here: s.running_here,
+                    state: s.state.to_string(),
+                }
+            })),
     )
 }
 

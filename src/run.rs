@@ -82,11 +82,15 @@ pub async fn run(
     // When the drain began: requests in flight and running tasks share one grace.
     let began = Arc::new(std::sync::OnceLock::new());
     let (tasks, began_at) = (svc.tasks().cloned(), Arc::clone(&began));
+    let pooled = svc.pooled().cloned();
     let stopping = async move {
         shutdown.await;
         let _ = began_at.set(tokio::time::Instant::now());
         if let Some(tasks) = &tasks {
             tasks.stop_starting();
+        }
+        if let Some(pooled) = &pooled {
+            pooled.stop_starting();
         }
         if systemd {
             crate::sdnotify::notify("STOPPING=1");
@@ -105,6 +109,13 @@ pub async fn run(
             .copied()
             .unwrap_or_else(tokio::time::Instant::now);
         tasks.drain(crate::clock::after(from, grace)).await;
+    }
+    if let Some(pooled) = svc.pooled() {
+        let from = began
+            .get()
+            .copied()
+            .unwrap_or_else(tokio::time::Instant::now);
+        pooled.drain(crate::clock::after(from, grace)).await;
     }
     drop(background);
     flush(&svc).await;
@@ -158,6 +169,10 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
         tasks.push(tokio::spawn(crate::tasks::deliver::run(Arc::clone(
             scheduler,
         ))));
+    }
+    // The pool's queue (`cluster.tasks: shared`): this router's worker on it.
+    if let Some(pooled) = svc.pooled() {
+        tasks.push(tokio::spawn(Arc::clone(pooled).run()));
     }
     // The digest's per-day counts, whether or not Telegram is on to send it.
     if svc.store().is_some() {

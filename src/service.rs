@@ -11,11 +11,14 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
+use crate::cluster::tasks::SharedQueue;
 use crate::fleet::{Fleet, FleetError};
 use crate::machines::Bus;
 use crate::outcome::MachineId;
+use crate::registry::QueueMode;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{Msg, Recalled, Restored, Store, StoreError};
+use crate::tasks::pooled::PoolQueue;
 use crate::tasks::scheduler::FleetNow;
 use crate::tasks::Scheduler;
 
@@ -31,7 +34,7 @@ pub enum ServiceError {
     Fleet(#[from] FleetError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("cannot resume the task queue: {0}")]
+    #[error("cannot open the task queue: {0}")]
     Tasks(String),
     #[error("this router was started without a registry file, so there is nothing to reload")]
     NoConfig,
@@ -67,6 +70,9 @@ pub struct Service {
     boot_ms: i64,
     /// The task queue (docs/api.md "Tasks"), when there is a store to keep tasks in.
     tasks: Option<Arc<Scheduler>>,
+    /// The pool's task queue in Redis, with `cluster.tasks: shared` ([`Service::share_tasks`]):
+    /// the task API uses it instead of `tasks`.
+    pooled: std::sync::OnceLock<Arc<PoolQueue>>,
     /// State the layers above keep for the service's lifetime (the HTTP layer's
     /// `Idempotency-Key` flights and answers), made on first use: the service below them
     /// does not name their types.
@@ -127,6 +133,7 @@ impl Service {
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(crate::clock::wall()),
             tasks: Some(Arc::new(tasks)),
+            pooled: std::sync::OnceLock::new(),
             shared: Mutex::new(Vec::new()),
             store: Some(store),
         })
@@ -144,6 +151,7 @@ impl Service {
             reloading: Mutex::new(()),
             boot_ms: crate::store::ms(crate::clock::wall()),
             tasks: None,
+            pooled: std::sync::OnceLock::new(),
             shared: Mutex::new(Vec::new()),
             store: None,
         })
@@ -175,6 +183,38 @@ impl Service {
     /// The task queue; `None` without a store (tasks must survive restarts).
     pub fn tasks(&self) -> Option<&Arc<Scheduler>> {
         self.tasks.as_ref()
+    }
+
+    /// The pool's task queue, when `cluster.tasks: shared` put it in Redis.
+    pub fn pooled(&self) -> Option<&Arc<PoolQueue>> {
+        self.pooled.get()
+    }
+
+    /// With `cluster.tasks: shared`, connects to the pool's queue in Redis and checks that
+    /// Redis is durable; the error says why not, naming the setting (the router then does
+    /// not start). Without it, nothing.
+    pub async fn share_tasks(&self) -> Result<(), ServiceError> {
+        let fleet = self.fleet();
+        let (Some(config), Some(redis)) = (&fleet.registry.cluster, &fleet.redis) else {
+            return Ok(());
+        };
+        if config.tasks != QueueMode::Shared {
+            return Ok(());
+        }
+        let reg = &fleet.registry;
+        // Any one field read back: a request, or a result that holds an upstream answer.
+        let max_value = reg.tasks.max_request_body.max(reg.server.max_upstream_body) + (64 << 10);
+        let queue = SharedQueue::connect(redis, config, max_value)
+            .await
+            .map_err(ServiceError::Tasks)?;
+        let now: FleetNow = {
+            let fleet = Arc::clone(&self.fleet);
+            Arc::new(move || fleet.load_full())
+        };
+        let pq = PoolQueue::new(queue, now, self.store.clone());
+        tracing::info!(prefix = %config.prefix, redis = %redis.host(), "tasks: the shared task queue in Redis (cluster.tasks: shared)");
+        let _ = self.pooled.set(Arc::new(pq));
+        Ok(())
     }
 
     /// The service's one `T`, made by `init` on first use.

@@ -42,6 +42,9 @@ pub struct View {
     pub machines: BTreeMap<String, MachineView>,
     pub registry_version: String,
     pub routes: Vec<RouteView>,
+    /// The pool's task queue in Redis (`cluster.tasks: shared`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_queue: Option<SharedQueueView>,
     /// The task queue; absent when the router has none (no store), and from older routers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tasks: Option<TasksView>,
@@ -105,6 +108,32 @@ pub struct ClusterView {
     pub since: Option<String>,
     /// `up`, `down` or `connecting`.
     pub state: String,
+}
+
+/// `/status.shared_queue` (README "Several routers", the shared queue): whether this router
+/// reaches the pool's task queue in Redis now, and what it runs of it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SharedQueueView {
+    /// Why Redis was last found unavailable, while it is.
+    pub last_error: Option<String>,
+    /// The pool's queue as last counted (every few seconds).
+    pub pool: PoolCountsView,
+    /// Tasks of the pool this router is running.
+    pub running_here: u32,
+    /// `up` (submits are taken) or `down` (refused with 503 `queue_unavailable`).
+    pub state: String,
+}
+
+/// `/status.shared_queue.pool`: the pool's unfinished tasks (any router's), those running
+/// under a lease, those due now, and those due later (a backoff, or waiting for a breaker).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PoolCountsView {
+    pub due: u64,
+    pub later: u64,
+    pub running: u64,
+    pub unfinished: u64,
 }
 
 /// At most this many bad shares are listed by name in `/status.cluster`.
@@ -212,6 +241,7 @@ impl View {
             machines,
             registry_version: reg.version.clone(),
             routes,
+            shared_queue: None,
             tasks: None,
         }
     }
@@ -231,6 +261,14 @@ impl View {
                 bytes: bytes as u64,
                 flights: flights as u64,
             }),
+            ..self
+        }
+    }
+
+    /// The same view with the shared queue's block (`None`: the queue is local).
+    pub fn with_shared_queue(self, shared_queue: Option<SharedQueueView>) -> View {
+        View {
+            shared_queue,
             ..self
         }
     }

@@ -8,11 +8,14 @@
 //! - `walk`: one walk of a task's chain, through the same walk and breakers as any request.
 //! - `slots`: task slots per machine.
 //! - `follow`: `{{after.N}}` and what a parent's answer gives its follow-ups.
+//! - [`pooled`]: the shared queue's shell (`cluster.tasks: shared`): the API on the pool's
+//!   queue in Redis, and the worker that claims, walks, renews and ends its tasks.
 //! - [`deliver`]: callbacks of finished tasks, retried for up to 24 h, across restarts.
 
 pub mod deliver;
 mod follow;
 pub use crate::task as model;
+pub mod pooled;
 pub mod queue;
 pub mod scheduler;
 mod slots;

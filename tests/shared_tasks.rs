@@ -17,6 +17,22 @@
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
 //!
+//! And end to end, with real router processes (`tests/support/process.rs`) on the queue
+//! (`routers`), one simulated machine's request count as the witness:
+//! - a router killed with SIGKILL while it runs most tasks: every task succeeds on the other,
+//!   once, with at most one more request per interrupted attempt (`failover`);
+//! - one `Idempotency-Key` sent to both routers at once makes one task; a task submitted on
+//!   one router is read, listed and cancelled on the other, whose walk then stops (`anywhere`);
+//! - a callback is sent once, by the router that ended the task, and its delivery is shown
+//!   on every router (`callback`);
+//! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
+//!   per cooldown, no attempt, and all succeed after; a spoiled task at the head of the
+//!   queue is set aside and the rest run (`waiting`);
+//! - Redis wedged (SIGSTOP): submits refused with 503 within `task_timeout`, chat served,
+//!   `/status` says the queue is down; after SIGCONT submits are taken again; after a
+//!   restart the router connects again, to a durable Redis only; a router refuses to start on
+//!   a Redis that is not durable, and starts (chat served) while Redis is down (`outage`).
+//!
 //! Leases run on Redis's clock (`TIME`), which a paused tokio clock cannot move: the lease
 //! tests use 300 ms leases and wait for them with real time, a second at most.
 
@@ -26,17 +42,32 @@
 #[path = "cluster/redis.rs"]
 mod redis;
 
+#[path = "support/process.rs"]
+mod process;
+
+#[path = "shared_tasks/anywhere.rs"]
+mod anywhere;
 #[path = "shared_tasks/bounds.rs"]
 mod bounds;
+#[path = "shared_tasks/callback.rs"]
+mod callback;
 #[path = "shared_tasks/durable.rs"]
 mod durable;
+#[path = "shared_tasks/failover.rs"]
+mod failover;
 #[path = "shared_tasks/hostile.rs"]
 mod hostile;
 #[path = "shared_tasks/lease.rs"]
 mod lease;
+#[path = "shared_tasks/outage.rs"]
+mod outage;
 #[path = "shared_tasks/pool.rs"]
 mod pool;
+#[path = "shared_tasks/routers.rs"]
+mod routers;
 #[path = "shared_tasks/submit.rs"]
 mod submit;
 #[path = "shared_tasks/views.rs"]
 mod views;
+#[path = "shared_tasks/waiting.rs"]
+mod waiting;

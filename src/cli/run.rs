@@ -158,6 +158,7 @@ async fn serve(config: &Path, workers: usize) -> anyhow::Result<ExitCode> {
     // Before the fleet is built: its machines get a connection pool per serving thread.
     crate::upstream::worker_pools(workers);
     let svc = Arc::new(Service::open(config)?);
+    svc.share_tasks().await?;
     let listen = svc.fleet().registry.server.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await

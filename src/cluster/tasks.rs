@@ -6,7 +6,9 @@
 //!
 //! Files: `scripts` (the Lua and the keys it keeps), `record` (a task written to Redis and
 //! read back as outside input), `answers` (what the scripts answer, as types), `durable`
-//! (the start check: on disk, or refused).
+//! (the start check: on disk, or refused), `conn` (the connection, made again after it
+//! dropped, and each operation's bound), `upkeep` (a finished task's callback noted, waiting
+//! tasks woken, the prune).
 //!
 //! - **Submit** makes one task per pool-wide `Idempotency-Key`, even from two routers at once.
 //! - **Claim** takes the next due task (priority, then age) under a lease; leases that lapsed
@@ -15,6 +17,7 @@
 //!   finish on the status, so a task ends once and the first result written wins.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,13 +30,17 @@ use crate::store::tasks::{Idem, Inserted};
 use crate::task::{Task, TaskId};
 
 mod answers;
+mod conn;
 mod durable;
 mod record;
 mod scripts;
+mod upkeep;
 
 use answers::{ended, split, spoiled};
 pub use answers::{Cancelled, Ended, Page};
+use conn::{open, Refused};
 pub use record::{Fetched, Spoiled};
+pub use upkeep::PoolCounts;
 
 /// Connecting to Redis at start, at most.
 const CONNECT_MAX: Duration = Duration::from_secs(5);
@@ -66,7 +73,11 @@ pub struct Claimed {
 
 /// One router's handle on the pool's queue.
 pub struct SharedQueue {
-    conn: MultiplexedConnection,
+    /// The connection; `None` once it dropped (Redis restarted, the network cut it): the
+    /// next operation connects again, and checks again that Redis is durable.
+    conn: Mutex<Option<MultiplexedConnection>>,
+    endpoint: Endpoint,
+    assume_durable: bool,
     /// `{prefix}:tasks:`.
     base: String,
     /// This router, in its lease tokens.
@@ -90,36 +101,26 @@ impl std::fmt::Debug for SharedQueue {
 
 impl SharedQueue {
     /// Connects and checks that Redis is durable; the error says why not, naming the setting.
+    /// A Redis that does not answer is no error: the queue starts unavailable (submits are
+    /// refused) and its first operation once Redis answers connects, and checks, again.
     pub async fn connect(
         endpoint: &Endpoint,
         config: &Cluster,
         max_value: usize,
     ) -> Result<SharedQueue, String> {
         let bound = config.task_timeout.max(Duration::from_millis(1));
-        let opts = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(CONNECT_MAX))
-            .set_response_timeout(Some(bound));
-        let connecting = endpoint
-            .client()
-            .get_multiplexed_async_connection_with_config(&opts);
-        let mut conn = tokio::time::timeout(CONNECT_MAX, connecting)
-            .await
-            .map_err(|_| {
-                format!(
-                    "no answer from Redis at {} within {CONNECT_MAX:?}",
-                    endpoint.host()
-                )
-            })?
-            .map_err(|e| {
-                format!(
-                    "cannot reach Redis at {}: {}",
-                    endpoint.host(),
-                    endpoint.hide(&e.to_string())
-                )
-            })?;
-        durable::check(&mut conn, config.assume_durable).await?;
+        let conn = match open(endpoint, bound, config.assume_durable).await {
+            Ok(conn) => Some(conn),
+            Err(Refused::NotDurable(why)) => return Err(why),
+            Err(Refused::Unreachable(why)) => {
+                tracing::warn!(error = %why, "shared task queue: Redis does not answer at start; task submits are refused with 503 until it does (and is found durable)");
+                None
+            }
+        };
         Ok(SharedQueue {
-            conn,
+            conn: Mutex::new(conn),
+            endpoint: endpoint.clone(),
+            assume_durable: config.assume_durable,
             base: format!("{}:tasks:", config.prefix),
             node: format!("{}:{}", config.node, super::instance_id()),
             lease: config.task_lease,
@@ -128,6 +129,20 @@ impl SharedQueue {
             scripts: scripts::Scripts::new(),
             tokens: AtomicU64::new(0),
         })
+    }
+
+    /// Whether it holds a connection now (none after start without Redis, or after it
+    /// dropped, until the next operation).
+    pub fn connected(&self) -> bool {
+        self.conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// A running task's lease, `cluster.task_lease`.
+    pub fn lease(&self) -> Duration {
+        self.lease
     }
 
     /// Stores `task` (queued, waiting or blocked) with its request, unless its key names
@@ -158,8 +173,9 @@ impl SharedQueue {
             .arg(request)
             .arg(idem.map_or("", |i| i.fingerprint.as_str()))
             .arg(max_open);
-        let (what, id): (String, String) =
-            self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let (what, id): (String, String) = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         match what.as_str() {
             "new" => Ok(Inserted::New),
             "reused" => Ok(Inserted::KeyReused),
@@ -184,11 +200,14 @@ impl SharedQueue {
             .key(self.key("ready"))
             .key(self.key("later"))
             .key(self.key("leases"))
+            .key(self.key("ended"))
             .arg(self.key("t:"))
             .arg(&token)
             .arg(millis(self.lease))
             .arg(self.max_value);
-        let got: Vec<String> = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let got: Vec<String> = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         if got.is_empty() {
             return Ok(None);
         }
@@ -210,9 +229,9 @@ impl SharedQueue {
         if let Ok(id) = e.id.parse::<TaskId>() {
             let mut call = self.scripts.set_aside.prepare_invoke();
             self.task_keys(&mut call, &id).arg(token);
-            let _ = self
-                .bounded(call.invoke_async::<i64>(&mut self.conn()))
-                .await;
+            if let Ok(mut conn) = self.conn().await {
+                let _ = self.bounded(call.invoke_async::<i64>(&mut conn)).await;
+            }
         }
         QueueError::Spoiled(e)
     }
@@ -225,7 +244,9 @@ impl SharedQueue {
             .arg(token)
             .arg(millis(self.lease))
             .arg(record::doc(task));
-        let n: i64 = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let n: i64 = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         Ok(n == 1)
     }
 
@@ -247,7 +268,9 @@ impl SharedQueue {
             .arg(status)
             .arg(record::doc(task))
             .arg(millis(delay));
-        let n: i64 = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let n: i64 = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         Ok(n == 1)
     }
 
@@ -259,7 +282,9 @@ impl SharedQueue {
             .arg(task.status.as_str())
             .arg(record::doc(task))
             .arg(record::result(task));
-        let (n, s): (i64, String) = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let (n, s): (i64, String) = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         ended(n, &s, &task.id)
     }
 
@@ -267,7 +292,9 @@ impl SharedQueue {
     pub async fn cancel(&self, id: &TaskId, owner: Option<&str>) -> Result<Cancelled, QueueError> {
         let mut call = self.scripts.cancel.prepare_invoke();
         self.task_keys(&mut call, id).arg(owner.unwrap_or("*"));
-        let (n, s): (i64, String) = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let (n, s): (i64, String) = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         if s.is_empty() {
             return Ok(Cancelled::Missing);
         }
@@ -286,7 +313,9 @@ impl SharedQueue {
         call.key(self.task_key(id))
             .arg(id.as_str())
             .arg(self.max_value);
-        let got: Vec<String> = self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let got: Vec<String> = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         if got.is_empty() {
             return Ok(None);
         }
@@ -312,8 +341,9 @@ impl SharedQueue {
             .arg(owner.unwrap_or("*"))
             .arg(SCAN_MAX)
             .arg(self.max_value);
-        let (flat, last): (Vec<String>, String) =
-            self.bounded(call.invoke_async(&mut self.conn())).await?;
+        let (flat, last): (Vec<String>, String) = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
         let mut page = Page {
             tasks: Vec::new(),
             next_before: (!last.is_empty()).then_some(last),
@@ -327,21 +357,6 @@ impl SharedQueue {
             }
         }
         Ok(page)
-    }
-
-    /// Drops tasks that finished more than `keep` ago (`tasks.keep`), and their
-    /// idempotency keys, looking at no more than [`SCAN_MAX`] tasks; how many went.
-    pub async fn prune(&self, keep: Duration) -> Result<u64, QueueError> {
-        let mut call = self.scripts.prune.prepare_invoke();
-        call.key(self.key("all"))
-            .arg(self.key("t:"))
-            .arg(millis(keep))
-            .arg(SCAN_MAX);
-        self.bounded(call.invoke_async(&mut self.conn())).await
-    }
-
-    fn conn(&self) -> MultiplexedConnection {
-        self.conn.clone()
     }
 
     fn key(&self, what: &str) -> String {
@@ -364,23 +379,6 @@ impl SharedQueue {
             .key(self.key("leases"))
             .key(self.key("open"))
             .arg(id.as_str())
-    }
-
-    /// One operation, at most `cluster.task_timeout`.
-    async fn bounded<T>(
-        &self,
-        call: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, QueueError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(QueueError::Unavailable(crate::text::bounded(
-                &e.to_string(),
-            ))),
-            Err(_) => Err(QueueError::Unavailable(format!(
-                "no answer within cluster.task_timeout ({} ms)",
-                millis(self.timeout)
-            ))),
-        }
     }
 }
 

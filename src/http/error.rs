@@ -62,6 +62,7 @@ pub enum Code {
     NotImplemented,
     // 503
     Busy,
+    QueueUnavailable,
 }
 
 impl Code {
@@ -100,7 +101,7 @@ impl Code {
             | Code::IdempotentRequestLost => StatusCode::INTERNAL_SERVER_ERROR,
             Code::AnswerTooLarge => StatusCode::BAD_GATEWAY,
             Code::NotImplemented => StatusCode::NOT_IMPLEMENTED,
-            Code::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Code::Busy | Code::QueueUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -184,9 +185,19 @@ impl IntoResponse for AppError {
                 axum::http::HeaderValue::from_static("close"),
             );
         }
+        if self.code == Code::QueueUnavailable {
+            // Redis away or slow (README "Several routers"): try again shortly.
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static(QUEUE_RETRY_AFTER),
+            );
+        }
         resp
     }
 }
+
+/// `Retry-After` (seconds) on a 503 `queue_unavailable`.
+pub const QUEUE_RETRY_AFTER: &str = "2";
 
 #[cfg(test)]
 mod tests {

@@ -20,6 +20,8 @@ use crate::tasks::scheduler::{SubmitError, Submitted};
 use crate::tasks::submit::{self, Invalid};
 use crate::tasks::{Scheduler, Task, TaskId};
 
+mod pooled;
+
 /// The header on an idempotent replay (docs/api.md "Tasks").
 pub static REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
@@ -90,7 +92,9 @@ async fn shown(s: &Scheduler, task: &Task, whole: bool) -> Result<Response, AppE
 /// `POST /v1/tasks`: 202 and the task once it is committed; 200 and the existing task on
 /// an idempotent replay.
 pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Response, AppError> {
-    let s = scheduler(&svc)?;
+    if svc.pooled().is_none() {
+        scheduler(&svc)?;
+    }
     let (parts, body) = req.into_parts();
     let fleet = svc.fleet();
     let bytes = super::inference::read_body(&fleet.registry.server, &parts.headers, body).await?;
@@ -105,6 +109,10 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
             fingerprint: keyed.fingerprint().to_string(),
         }
     });
+    if let Some(pq) = svc.pooled() {
+        return pooled::submit(pq, &owner, new, idem).await;
+    }
+    let s = scheduler(&svc)?;
     let request = new.request.clone();
     let submitted = s.submit(&owner, new, idem).await?;
     let mut resp = match submitted {
@@ -153,7 +161,6 @@ pub async fn show(
     query: Result<Query<ShowQuery>, QueryRejection>,
     req: Request,
 ) -> Result<Response, AppError> {
-    let s = scheduler(&svc)?;
     let id = task_id(path)?;
     let q = query
         .map_err(|e| {
@@ -171,6 +178,10 @@ pub async fn show(
         .map_err(|e| AppError::new(Code::InvalidQuery, format!("wait: {e}")))?;
     let (parts, _) = req.into_parts();
     let owner = owner(&parts);
+    if let Some(pq) = svc.pooled() {
+        return pooled::show(pq, &id, &owner, wait).await;
+    }
+    let s = scheduler(&svc)?;
     let task = match wait {
         Some(w) => s.wait(&id, Some(&owner), w).await,
         None => s.get(&id, Some(&owner)).await,
@@ -184,7 +195,8 @@ pub async fn show(
 pub struct ListQuery {
     status: Option<String>,
     limit: Option<u32>,
-    before: Option<i64>,
+    /// A whole number (the local queue's `next_before`) or a task id (the shared queue's).
+    before: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -200,7 +212,6 @@ pub async fn list(
     query: Result<Query<ListQuery>, QueryRejection>,
     req: Request,
 ) -> Result<Response, AppError> {
-    let s = scheduler(&svc)?;
     let q = query
         .map_err(|e| {
             AppError::new(
@@ -218,7 +229,22 @@ pub async fn list(
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let (parts, _) = req.into_parts();
     let owner = owner(&parts);
-    let tasks = s.list(Some(&owner), status, q.before, limit).await?;
+    if let Some(pq) = svc.pooled() {
+        return pooled::list(pq, &owner, status, q.before.as_deref(), limit).await;
+    }
+    let s = scheduler(&svc)?;
+    let before = q
+        .before
+        .as_deref()
+        .map(str::parse::<i64>)
+        .transpose()
+        .map_err(|_| {
+            AppError::new(
+                Code::InvalidQuery,
+                "before: expected the next_before of the page before, a whole number",
+            )
+        })?;
+    let tasks = s.list(Some(&owner), status, before, limit).await?;
     let next_before = (tasks.len() == limit as usize)
         .then(|| tasks.last().map(|t| t.seq))
         .flatten();
@@ -236,10 +262,13 @@ pub async fn cancel(
     path: Result<Path<String>, PathRejection>,
     req: Request,
 ) -> Result<Response, AppError> {
-    let s = scheduler(&svc)?;
     let id = task_id(path)?;
     let (parts, _) = req.into_parts();
     let owner = owner(&parts);
+    if let Some(pq) = svc.pooled() {
+        return pooled::cancel(pq, &id, &owner).await;
+    }
+    let s = scheduler(&svc)?;
     let before = s
         .get(&id, Some(&owner))
         .await?

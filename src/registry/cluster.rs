@@ -89,12 +89,7 @@ fn validate_queue(raw: &RawCluster) -> Result<(QueueMode, Duration, Duration), I
     let mode = match &raw.tasks {
         None => QueueMode::Local,
         Some(s) if s.value == "local" => QueueMode::Local,
-        Some(s) if s.value == "shared" => {
-            return err(
-                s.referenced,
-                "cluster.tasks: shared is not available in this build yet; expected local (each router's own queue in its SQLite file)",
-            )
-        }
+        Some(s) if s.value == "shared" => QueueMode::Shared,
         Some(s) => {
             return err(
                 s.referenced,

@@ -93,6 +93,7 @@ fn sample() -> View {
                 tiers: vec![],
             },
         ],
+        shared_queue: None,
         tasks: None,
     }
 }

@@ -17,6 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::env::VarError;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::model::TaskId;
+use super::model::{Task, TaskId};
 use super::Scheduler;
 use crate::outcome::Delivery;
 use crate::store::tasks::{self, CallbackWrite};
@@ -49,6 +50,44 @@ const UNREADABLE_AGAIN: Duration = Duration::from_secs(60);
 /// every task the scheduler hands over as it finishes. Its deliveries stop with it; the
 /// store keeps where each stood.
 pub async fn run(scheduler: Arc<Scheduler>) {
+    // Handed over from now on; whatever finished before is in the store, read below.
+    let (tx, handed) = mpsc::unbounded_channel();
+    scheduler.deliver_callbacks_to(tx);
+    let pending = pending(&scheduler).await;
+    deliver_all(scheduler, handed, pending).await;
+}
+
+/// Where deliveries read a finished task and write how its callback stands: the local
+/// queue's store, or the pool's queue in Redis (`crate::tasks::pooled`).
+pub trait Book: Send + Sync + 'static {
+    /// The fleet serving now: its `tasks.callback_allow` and `callback_secret_env`.
+    fn fleet(&self) -> Arc<crate::fleet::Fleet>;
+    /// Task `id` and its request as they are now (`None`: gone); an error when it cannot be
+    /// read now (tried again later).
+    fn read(&self, id: &TaskId) -> impl Future<Output = Result<Read, String>> + Send;
+    /// Where `id`'s callback stands, and when its next attempt is due (unix ms).
+    fn write(&self, id: &TaskId, at: Standing) -> impl Future<Output = ()> + Send;
+}
+
+/// A task and its request, as a [`Book`] read them.
+pub type Read = (Option<Task>, Option<bytes::Bytes>);
+
+/// Where a callback stands after an attempt.
+#[derive(Clone, Debug)]
+pub struct Standing {
+    pub state: Delivery,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    pub next_ms: Option<i64>,
+}
+
+/// Delivers the callbacks of `pending` (each at its recorded next attempt, unix ms), then of
+/// every task handed over as it finishes, until aborted; its deliveries stop with it.
+pub async fn deliver_all<B: Book>(
+    book: Arc<B>,
+    mut handed: mpsc::UnboundedReceiver<TaskId>,
+    pending: Vec<(TaskId, Option<i64>)>,
+) {
     let client = match webhook::client() {
         Ok(c) => c,
         Err(e) => {
@@ -56,18 +95,15 @@ pub async fn run(scheduler: Arc<Scheduler>) {
             return;
         }
     };
-    // Handed over from now on; whatever finished before is in the store, read below.
-    let (tx, mut handed) = mpsc::unbounded_channel();
-    scheduler.deliver_callbacks_to(tx);
     let worker = Arc::new(Worker {
-        svc: Arc::clone(&scheduler),
+        book,
         client,
         slots: slots::Slots::new(slots::Limits::default()),
         unsigned_warned: AtomicBool::new(false),
     });
     let mut deliveries = Running::default();
     let now_ms = ms(crate::clock::wall());
-    for (id, next_ms) in worker.pending().await {
+    for (id, next_ms) in pending {
         let wait = next_ms.map_or(0, |n| n.saturating_sub(now_ms).max(0));
         deliveries.start(&worker, id, Duration::from_millis(wait as u64));
     }
@@ -75,7 +111,7 @@ pub async fn run(scheduler: Arc<Scheduler>) {
         tokio::select! {
             got = handed.recv() => match got {
                 Some(id) => deliveries.start(&worker, id, Duration::ZERO),
-                // Another run took over the scheduler's hand-over: finish what is here.
+                // Another run took over the hand-over: finish what is here.
                 None => {
                     while deliveries.set.join_next().await.is_some() {}
                     return;
@@ -92,6 +128,67 @@ pub async fn run(scheduler: Arc<Scheduler>) {
     }
 }
 
+/// Finished tasks whose callback is pending in the store, with when each is due next.
+async fn pending(scheduler: &Arc<Scheduler>) -> Vec<(TaskId, Option<i64>)> {
+    let svc = Arc::clone(scheduler);
+    let read = tokio::task::spawn_blocking(move || {
+        let store = svc.store();
+        // A task the resume failed (interrupted twice) is on its way to the disk.
+        store.flush(FLUSH_LIMIT);
+        store.read(tasks::pending_callbacks)
+    })
+    .await;
+    match read {
+        Ok(Ok(pending)) => {
+            if !pending.is_empty() {
+                tracing::info!(callbacks = pending.len(), "task callbacks still to deliver");
+            }
+            pending
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot read the pending task callbacks; they stay pending");
+            Vec::new()
+        }
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The local queue's store as a [`Book`].
+impl Book for Scheduler {
+    fn fleet(&self) -> Arc<crate::fleet::Fleet> {
+        Scheduler::fleet(self)
+    }
+
+    async fn read(&self, id: &TaskId) -> Result<Read, String> {
+        let store = Arc::clone(self.store());
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || {
+            // The finished state (and this delivery's last record) went to the writer
+            // before: on disk once this returns.
+            store.flush(FLUSH_LIMIT);
+            store.read(|c| Ok((tasks::task(c, &id, None)?, tasks::request(c, &id)?)))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+    }
+
+    /// No wait: a lost write means one more attempt after a restart, and delivery is
+    /// at-least-once anyway.
+    async fn write(&self, id: &TaskId, at: Standing) {
+        let _ = self
+            .store()
+            .sender()
+            .send(Msg::TaskCallback(Box::new(CallbackWrite {
+                id: id.clone(),
+                state: at.state,
+                attempts: at.attempts,
+                last_error: at.last_error,
+                next_ms: at.next_ms,
+            })));
+    }
+}
+
 /// The deliveries under way: one per task (a task handed over twice is delivered once).
 /// Dropping it aborts them all.
 #[derive(Default)]
@@ -102,7 +199,7 @@ struct Running {
 }
 
 impl Running {
-    fn start(&mut self, worker: &Arc<Worker>, id: TaskId, wait: Duration) {
+    fn start<B: Book>(&mut self, worker: &Arc<Worker<B>>, id: TaskId, wait: Duration) {
         if !self.tasks.insert(id.clone()) {
             return;
         }
@@ -117,10 +214,10 @@ impl Running {
     }
 }
 
-struct Worker {
-    /// The scheduler's store (tasks and their request bodies) and the registry serving now
+struct Worker<B> {
+    /// Where the tasks are (and their request bodies), and the registry serving now
     /// (which environment variable holds the secret).
-    svc: Arc<Scheduler>,
+    book: Arc<B>,
     /// [`webhook::client`]: no redirects, no proxy, 10 s per attempt.
     client: reqwest::Client,
     /// Room on the wire per receiver, per owner and in all; a slot is held only while an
@@ -130,32 +227,7 @@ struct Worker {
     unsigned_warned: AtomicBool,
 }
 
-impl Worker {
-    /// Finished tasks whose callback is pending, with when each is due next.
-    async fn pending(&self) -> Vec<(TaskId, Option<i64>)> {
-        let svc = Arc::clone(&self.svc);
-        let read = tokio::task::spawn_blocking(move || {
-            let store = Some(svc.store())?;
-            // A task the resume failed (interrupted twice) is on its way to the disk.
-            store.flush(FLUSH_LIMIT);
-            Some(store.read(tasks::pending_callbacks))
-        })
-        .await;
-        match read {
-            Ok(Some(Ok(pending))) => {
-                if !pending.is_empty() {
-                    tracing::info!(callbacks = pending.len(), "task callbacks still to deliver");
-                }
-                pending
-            }
-            Ok(Some(Err(e))) => {
-                tracing::error!(error = %e, "cannot read the pending task callbacks; they stay pending");
-                Vec::new()
-            }
-            Ok(None) | Err(_) => Vec::new(),
-        }
-    }
-
+impl<B: Book> Worker<B> {
     /// Delivers one task's callback: after `wait`, then after each failed attempt as
     /// [`webhook::next_retry`] says, until a 2xx or 24 h. Each attempt reads the task anew
     /// (nothing is held in memory between attempts; the store says where it stands).
@@ -190,7 +262,7 @@ impl Worker {
                 }
                 Err(why) => due.progress.refused(why.clone()),
             };
-            self.record(&id, &due.progress, next);
+            self.record(&id, &due.progress, next).await;
             match next {
                 Some(next) => wait = next,
                 None => return,
@@ -202,7 +274,7 @@ impl Worker {
     /// that drops its `tasks.callback_allow` rule stops the delivery). The words never hold
     /// the URL (it may carry a token).
     fn allowed(&self, url: &reqwest::Url) -> Result<(), String> {
-        let fleet = self.svc.fleet();
+        let fleet = self.book.fleet();
         if fleet
             .registry
             .tasks
@@ -241,7 +313,7 @@ impl Worker {
     /// variable sends unsigned (said once); a value that cannot sign fails the attempt. The
     /// words never hold the value.
     fn secret(&self) -> Result<Option<Secret>, String> {
-        let Some(name) = self.svc.fleet().registry.tasks.callback_secret_env.clone() else {
+        let Some(name) = self.book.fleet().registry.tasks.callback_secret_env.clone() else {
             return Ok(None);
         };
         match std::env::var(&name) {
@@ -265,24 +337,12 @@ impl Worker {
 
     /// The finished task as its callback body, if its callback is still pending.
     async fn load(&self, id: &TaskId) -> Loaded {
-        let svc = Arc::clone(&self.svc);
-        let id2 = id.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            let store = Some(svc.store())?;
-            // The finished state (and this delivery's last record) went to the writer
-            // before: on disk once this returns.
-            store.flush(FLUSH_LIMIT);
-            Some(store.read(|c| Ok((tasks::task(c, &id2, None)?, tasks::request(c, &id2)?))))
-        })
-        .await;
-        let (task, request) = match read {
-            Ok(Some(Ok(read))) => read,
-            Ok(None) => return Loaded::Gone,
-            Ok(Some(Err(e))) => {
+        let (task, request) = match self.book.read(id).await {
+            Ok(read) => read,
+            Err(e) => {
                 tracing::error!(task = %id, error = %e, "cannot read a finished task; its callback is tried again later");
                 return Loaded::Unreadable;
             }
-            Err(_) => return Loaded::Unreadable,
         };
         match due(task, request) {
             Some(due) => Loaded::Due(due),
@@ -290,9 +350,8 @@ impl Worker {
         }
     }
 
-    /// Sends where the callback stands to the store (no wait: a lost write means one more
-    /// attempt after a restart, and delivery is at-least-once anyway).
-    fn record(&self, id: &TaskId, p: &Progress, next: Option<Duration>) {
+    /// Writes where the callback stands, through the book.
+    async fn record(&self, id: &TaskId, p: &Progress, next: Option<Duration>) {
         match p.state {
             Delivery::Delivered => {
                 tracing::info!(task = %id, attempts = p.attempts, "task callback delivered");
@@ -311,20 +370,17 @@ impl Worker {
                 "task callback attempt failed"
             ),
         }
-        let store = self.svc.store();
         let next_ms = next.map(|w| {
             ms(crate::clock::wall())
                 .saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
         });
-        let _ = store
-            .sender()
-            .send(Msg::TaskCallback(Box::new(CallbackWrite {
-                id: id.clone(),
-                state: p.state,
-                attempts: p.attempts,
-                last_error: p.last_error.clone(),
-                next_ms,
-            })));
+        let at = Standing {
+            state: p.state,
+            attempts: p.attempts,
+            last_error: p.last_error.clone(),
+            next_ms,
+        };
+        self.book.write(id, at).await;
     }
 }
 

@@ -35,6 +35,7 @@ use crate::store::ms;
 
 mod admit;
 mod due;
+pub mod lone;
 mod ready;
 mod views;
 mod walked;

@@ -12,11 +12,11 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-use super::model::{AttemptRecord, TaskResult};
+use super::model::{Accept, AttemptRecord, Task, TaskResult};
 use super::queue::{error, Group, Tried, WalkEnd};
 use super::slots::{Slot, Slots};
 use crate::fleet::Fleet;
-use crate::outcome::{Attempted, Endpoint, Fault, MachineId, Reason, TaskCode, Wire};
+use crate::outcome::{Attempted, Endpoint, Fault, MachineId, ModelId, Reason, TaskCode, Wire};
 use crate::proxy::{Front, Gate, Walk, Walked};
 use crate::registry::{Api, Registry};
 use crate::request::Parsed;
@@ -194,4 +194,49 @@ fn tried(reg: &Registry, attempts: &[Attempted], wall: SystemTime, deadline: Ins
             .collect::<Vec<_>>()
             .join("; "),
     }
+}
+
+/// A task's chain: its request read by the same matcher as any request, filtered by
+/// `accept`; or why it cannot be routed.
+pub fn chain_of(fleet: &Fleet, task: &Task, parsed: &Parsed) -> Result<Group, (TaskCode, String)> {
+    let reg = &fleet.registry;
+    let ask = crate::route::Ask {
+        kind: task.endpoint.kind(),
+        path: task.endpoint.client_path(),
+        header: task.route.as_deref(),
+        model: parsed.model.as_deref(),
+        text: &parsed.text,
+        has_image: parsed.has_image,
+    };
+    fleet
+        .matcher
+        .decide_for(reg, &ask)
+        .map_err(|e| (TaskCode::InvalidRequest, e.to_string()))
+        .map(|routed| accepted(fleet, routed.chain(reg), task.accept))
+}
+
+/// The chain a task accepts: every target, or only those with the first's backend name.
+fn accepted(fleet: &Fleet, chain: &[ModelId], accept: Accept) -> Group {
+    let reg = &fleet.registry;
+    match (accept, chain.first()) {
+        (Accept::SameModel, Some(&first)) => {
+            let backend = &reg.models[first].backend;
+            chain
+                .iter()
+                .copied()
+                .filter(|&m| &reg.models[m].backend == backend)
+                .collect()
+        }
+        _ => chain.iter().copied().collect(),
+    }
+}
+
+/// The name of the route whose chain `group` starts, for metrics (`task` when none).
+pub fn label_of(fleet: &Fleet, group: &Group) -> String {
+    fleet
+        .registry
+        .routes
+        .iter()
+        .find(|r| r.chain.first() == group.first())
+        .map_or_else(|| "task".to_string(), |r| r.name.clone())
 }

@@ -133,6 +133,19 @@ impl RedisServer {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to the server: a stopped Redis keeps its sockets open
+    /// and answers nothing, as a wedged one does.
+    #[allow(dead_code)] // tests/shared_tasks uses it; tests/cluster does not
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("a running redis-server").id();
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill runs");
+        assert!(ok.success(), "kill -{signal} {pid}");
+    }
+
     /// `redis://127.0.0.1:PORT/0`, what the routers get in `LABROUTER_REDIS_URL`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)

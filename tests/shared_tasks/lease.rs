@@ -1,5 +1,6 @@
 //! Leases: the next task by priority then age; a dead router's task run again by another
-//! with an `interrupted` attempt; one end per task, the first written.
+//! with an `interrupted` attempt; one end per task, the first written; waiting tasks woken by
+//! a breaker change; a finished task's doc noted again (its callback's delivery).
 
 use std::time::Duration;
 
@@ -183,4 +184,43 @@ async fn drain(q: &labrouter::cluster::tasks::SharedQueue) -> Vec<labrouter::tas
         got.push(c.task.id);
     }
     got
+}
+
+#[tokio::test]
+async fn a_breaker_change_wakes_waiting_tasks_at_once_and_leaves_backoffs_alone() {
+    let (_redis, a, b) = two_routers().await;
+    let (waits, backs_off) = (task(0, 1_000), task(0, 2_000));
+    for t in [&waits, &backs_off] {
+        a.submit(t, REQUEST, None, 0).await.unwrap();
+    }
+    let mut w = a.claim().await.unwrap().unwrap();
+    let mut q = a.claim().await.unwrap().unwrap();
+    w.task.status = TaskStatus::Waiting;
+    q.task.status = TaskStatus::Queued;
+    let long = Duration::from_secs(60);
+    assert!(a.release(&w.task, &w.token, long).await.unwrap());
+    assert!(a.release(&q.task, &q.token, long).await.unwrap());
+    assert!(b.claim().await.unwrap().is_none(), "both later");
+    assert_eq!(b.wake_waiting(8).await.unwrap(), 1);
+    let woken = b.claim().await.unwrap().unwrap();
+    assert_eq!(woken.task.id, waits.id);
+    assert!(b.claim().await.unwrap().is_none(), "the backoff holds");
+}
+
+#[tokio::test]
+async fn a_finished_task_s_doc_may_be_noted_again_and_an_unfinished_one_may_not() {
+    let (_redis, a, b) = two_routers().await;
+    let t = task(0, 1_000);
+    a.submit(&t, REQUEST, None, 0).await.unwrap();
+    let mut c = a.claim().await.unwrap().unwrap();
+    c.task.metadata.insert("noted".into(), "no".into());
+    assert!(!b.note(&c.task).await.unwrap(), "running: not noted");
+    c.task.status = TaskStatus::Succeeded;
+    c.task.result = Some(TaskResult::new(200, "m@box".into(), b"{}"));
+    assert_eq!(a.finish(&c.task).await.unwrap(), Ended::Written);
+    c.task.metadata.insert("noted".into(), "yes".into());
+    assert!(b.note(&c.task).await.unwrap());
+    let got = a.get(&t.id).await.unwrap().unwrap();
+    assert_eq!(got.task.metadata["noted"], "yes");
+    assert_eq!(got.task.status, TaskStatus::Succeeded);
 }

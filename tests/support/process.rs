@@ -23,16 +23,23 @@ impl Router {
     /// Starts `labrouter serve --config` and waits for the "labrouter serving" line that
     /// names the port it bound.
     pub async fn start(config: &Path) -> Router {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_labrouter"))
-            .args(["--log-format", "json", "serve", "--config"])
+        Router::start_with(config, &[]).await
+    }
+
+    /// [`Router::start`] with `env` set (a Redis URL, say).
+    pub async fn start_with(config: &Path, env: &[(&str, String)]) -> Router {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_labrouter"));
+        cmd.args(["--log-format", "json", "serve", "--config"])
             .arg(config)
             .env("RUST_LOG", "info")
             .env_remove("LABROUTER_CONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the labrouter binary starts");
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("the labrouter binary starts");
         let stderr = child.stderr.take().expect("piped stderr");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = tokio::sync::oneshot::channel::<String>();

@@ -179,7 +179,7 @@ impl Client {
         &self,
         status: Option<&str>,
         limit: Option<u32>,
-        before: Option<i64>,
+        before: Option<String>,
     ) -> Result<Fetched<Page>, CallError> {
         let url = self.url("/v1/tasks");
         let mut query: Vec<(&str, String)> = Vec::new();
@@ -190,7 +190,7 @@ impl Client {
             query.push(("limit", l.to_string()));
         }
         if let Some(b) = before {
-            query.push(("before", b.to_string()));
+            query.push(("before", b));
         }
         let req = self.http.get(&url).query(&query).timeout(SLACK);
         self.call(url, req).await

@@ -73,7 +73,25 @@ pub struct CallbackView {
 #[derive(Clone, Debug, Deserialize)]
 pub struct Page {
     pub data: Vec<TaskView>,
-    pub next_before: Option<i64>,
+    pub next_before: Option<Cursor>,
+}
+
+/// Where the next page starts: a number from a router's own queue, a task id from the shared
+/// queue (README "Several routers").
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Cursor {
+    Seq(i64),
+    Id(String),
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cursor::Seq(n) => write!(f, "{n}"),
+            Cursor::Id(id) => f.write_str(&crate::text::bounded(id)),
+        }
+    }
 }
 
 /// The text of an answer: chat's first message content (text parts joined), completions'

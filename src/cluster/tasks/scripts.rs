@@ -13,6 +13,7 @@
 //! - `open` (zset, every score 0): the unfinished tasks, counted against `tasks.max_queued`.
 //! - `idem:{hash}`: `{fingerprint} {id}`, the pool-wide `Idempotency-Key`.
 //! - `seq`: the counter that numbers tasks in submit order.
+//! - `ended` (list): tasks a claim failed (interrupted twice), whose callbacks a router sends.
 //!
 //! A task's hash is named from its id inside the scripts that walk the zsets (claim, list):
 //! one Redis, not a Redis Cluster, as the verdicts are.
@@ -101,7 +102,9 @@ return {'new', ARGV[1]}
 /// each task goes back to `ready` with the lapse recorded, or is failed at its second
 /// (`ended_by` = `interrupted`); then tasks due from `later` join `ready`; then the head of
 /// `ready` (priority, then age) is taken. Entries that name no runnable task are dropped.
-/// KEYS: open, ready, later, leases. ARGV: task key prefix, token, lease_ms, max.
+/// A task failed so is listed in `ended` (at most the last 1000), for a router to send its
+/// callback ([`TAKE_ENDED`]).
+/// KEYS: open, ready, later, leases, ended. ARGV: task key prefix, token, lease_ms, max.
 /// Returns `{}` when nothing is due, else what [`COMMON`]'s `fetch` returns (whole).
 const CLAIM: &str = r"
 local now = now_ms()
@@ -115,6 +118,8 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0
     if string.find(lapses, ',', 1, true) then
       redis.call('HSET', k, 'status', 'failed', 'ended_ms', now, 'ended_by', 'interrupted', 'req', '')
       redis.call('ZREM', KEYS[1], id)
+      redis.call('RPUSH', KEYS[5], id)
+      redis.call('LTRIM', KEYS[5], -1000, -1)
     else
       redis.call('HSET', k, 'status', 'queued')
       redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
@@ -210,6 +215,48 @@ redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
 return {1, st}
 ";
 
+/// A breaker changed somewhere in the pool: waiting tasks due soonest come back to `ready`
+/// at once (one of them may be the probe) instead of at the end of their poll; tasks in a
+/// backoff keep it. KEYS: later, ready. ARGV: task key prefix, at most how many to look at.
+/// Returns how many came back.
+const WAKE: &str = r"
+local woken = 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do
+  local k = ARGV[1] .. id
+  if redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'status') == 'waiting' then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
+    woken = woken + 1
+  end
+end
+return woken
+";
+
+/// Up to `n` ids of tasks a claim ended (failed at their second interruption), oldest first,
+/// taken off the list: the router that takes them sends their callbacks.
+/// KEYS: ended. ARGV: n. Returns the ids.
+const TAKE_ENDED: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return {} end
+return redis.call('LPOP', KEYS[1], tonumber(ARGV[1])) or {}
+";
+
+/// The pool's queue in numbers: unfinished tasks, running (leased), due now, due later.
+/// KEYS: open, leases, ready, later.
+const COUNTS: &str = r"
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
+  redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4])}
+";
+
+/// A finished task's `doc` written again, to record its callback's delivery; nothing else
+/// of a finished task changes, and an unfinished one is left alone.
+/// KEYS: task. ARGV: doc. Returns 1 when written.
+const NOTE: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+if not finals[redis.call('HGET', KEYS[1], 'status') or ''] then return 0 end
+redis.call('HSET', KEYS[1], 'doc', ARGV[1])
+return 1
+";
+
 /// A task claimed but unreadable (a value another hand spoiled) is set aside, `failed`,
 /// so it never comes back to the head of the queue. Compare-and-set on the lease.
 /// KEYS: task, ready, later, leases, open. ARGV: id, token.
@@ -289,6 +336,10 @@ pub(super) struct Scripts {
     pub release: Script,
     pub finish: Script,
     pub cancel: Script,
+    pub note: Script,
+    pub wake: Script,
+    pub counts: Script,
+    pub take_ended: Script,
     pub set_aside: Script,
     pub get: Script,
     pub list: Script,
@@ -305,6 +356,10 @@ impl Scripts {
             release: with(RELEASE),
             finish: with(FINISH),
             cancel: with(CANCEL),
+            note: with(NOTE),
+            wake: with(WAKE),
+            counts: with(COUNTS),
+            take_ended: with(TAKE_ENDED),
             set_aside: with(SET_ASIDE),
             get: with(GET),
             list: with(LIST),

@@ -194,6 +194,13 @@ fn the_task_queue_settings_are_read_as_written() {
     assert!(c.assume_durable);
     assert_eq!(c.task_lease, Duration::from_secs(10));
     assert_eq!(c.task_timeout, Duration::from_secs(2));
+    let reg = parse(&with_cluster(&[
+        "cluster:",
+        "  redis_url_env: R",
+        "  tasks: shared",
+    ]))
+    .unwrap();
+    assert_eq!(reg.cluster.unwrap().tasks, QueueMode::Shared);
 }
 
 #[test]
@@ -201,12 +208,6 @@ fn bad_task_queue_settings_are_rejected_where_they_are_written() {
     let r = ["cluster:", "  redis_url_env: R"];
     let case = |extra: &[&str]| with_cluster(&[&r[..], extra].concat());
     let cases: &[(&[&str], usize, &str, &[&str])] = &[
-        (
-            &["  tasks: shared"],
-            18,
-            "shared",
-            &["cluster.tasks: shared is not available in this build yet"],
-        ),
         (
             &["  tasks: everywhere"],
             18,

@@ -15,6 +15,13 @@ use crate::tasks::model::{AttemptRecord, TaskError, TaskId, TaskResult};
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
+/// The backoff after the `n`th walk in a row that failed: 1 s, doubling, at most 1 min.
+pub(super) fn backoff(n: u32) -> Duration {
+    BACKOFF_FIRST
+        .saturating_mul(1 << n.saturating_sub(1).min(6))
+        .min(BACKOFF_MAX)
+}
+
 /// What one walk tried, as the queue decides on it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tried {
@@ -183,9 +190,7 @@ impl Queue {
                 wall,
             );
         }
-        let backoff = BACKOFF_FIRST
-            .saturating_mul(1 << e.failed_walks.saturating_sub(1).min(6))
-            .min(BACKOFF_MAX);
+        let backoff = backoff(e.failed_walks);
         e.next_walk = Some(crate::clock::after(now, backoff));
         e.task.status = if tried.charged {
             TaskStatus::Queued

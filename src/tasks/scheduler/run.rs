@@ -13,9 +13,9 @@ use crate::fleet::Fleet;
 use crate::outcome::{ModelId, TaskCode};
 use crate::request::Parsed;
 use crate::tasks::follow::{self, Output};
-use crate::tasks::model::{Accept, Task, TaskId};
+use crate::tasks::model::{Task, TaskId};
 use crate::tasks::queue::{Group, Start, WalkEnd, ROUTE_BATCH};
-use crate::tasks::walk::{walk, Job};
+use crate::tasks::walk::{chain_of, label_of, walk, Job};
 
 impl Scheduler {
     /// Runs the queue until the process ends (or the task is aborted). It wakes when a
@@ -119,22 +119,7 @@ impl Scheduler {
             Some(parsed) => Ok(parsed),
             None => self.prepare(fleet, &task).await,
         }
-        .and_then(|parsed| {
-            let reg = &fleet.registry;
-            let ask = crate::route::Ask {
-                kind: task.endpoint.kind(),
-                path: task.endpoint.client_path(),
-                header: task.route.as_deref(),
-                model: parsed.model.as_deref(),
-                text: &parsed.text,
-                has_image: parsed.has_image,
-            };
-            fleet
-                .matcher
-                .decide_for(reg, &ask)
-                .map_err(|e| (TaskCode::InvalidRequest, e.to_string()))
-                .map(|routed| (accepted(fleet, routed.chain(reg), task.accept), parsed))
-        });
+        .and_then(|parsed| chain_of(fleet, &task, &parsed).map(|group| (group, parsed)));
         let wall = crate::clock::wall();
         let version = fleet.registry.version.clone();
         let (_, carried) = self.decide(|q| ((), q.routed(id, routed, &version, wall)));
@@ -224,12 +209,7 @@ impl Scheduler {
                 }
             }
         };
-        let label = fleet
-            .registry
-            .routes
-            .iter()
-            .find(|r| r.chain.first() == group.first())
-            .map_or_else(|| "task".to_string(), |r| r.name.clone());
+        let label = label_of(fleet, &group);
         let job = Job {
             fleet: Arc::clone(fleet),
             group: Arc::clone(&group),
@@ -293,21 +273,5 @@ impl Scheduler {
         }
         let (_, carried) = self.decide(|q| ((), q.stop()));
         self.settle(carried).await;
-    }
-}
-
-/// The chain a task accepts: every target, or only those with the first's backend name.
-fn accepted(fleet: &Fleet, chain: &[ModelId], accept: Accept) -> Group {
-    let reg = &fleet.registry;
-    match (accept, chain.first()) {
-        (Accept::SameModel, Some(&first)) => {
-            let backend = &reg.models[first].backend;
-            chain
-                .iter()
-                .copied()
-                .filter(|&m| &reg.models[m].backend == backend)
-                .collect()
-        }
-        _ => chain.iter().copied().collect(),
     }
 }

@@ -1,0 +1,121 @@
+//! A shared task's callback (README "Several routers", the shared queue): sent by the router
+//! that ended the task, once (one `webhook-id`, answered 2xx), and its delivery shown on every
+//! router, as the task in Redis records it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use serde_json::{json, Value};
+
+use labrouter::sim::Fault;
+
+use crate::anywhere::finished;
+use crate::routers::Lab;
+
+/// The `webhook-id`s a receiver was sent, in order.
+type Seen = Arc<Mutex<Vec<String>>>;
+
+async fn receiver() -> (String, Seen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let seen: Seen = Arc::default();
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            post(|State(seen): State<Seen>, headers: HeaderMap| async move {
+                let id = headers
+                    .get("webhook-id")
+                    .map_or("", |v| v.to_str().unwrap())
+                    .to_string();
+                seen.lock().unwrap().push(id);
+                "ok"
+            }),
+        )
+        .with_state(Arc::clone(&seen));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_task_s_callback_is_sent_once_by_the_router_that_ended_it() {
+    let mut lab = Lab::start("3s", 4).await;
+    let (a, b) = (lab.add_router("a").await, lab.add_router("b").await);
+    let (url, seen) = receiver().await;
+    let body = json!({
+        "request": {"model": "auto", "messages": [{"role": "user", "content": "call me back"}]},
+        "callback": {"url": url},
+    });
+    let resp = lab
+        .client
+        .post(format!("{}/v1/tasks", lab.base(a)))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let task: Value = resp.json().await.unwrap();
+    let id = task["id"].as_str().unwrap().to_string();
+    assert_eq!(finished(&lab, b, &id).await["status"], "succeeded");
+    lab.until(
+        "the callback is delivered, as b shows",
+        Duration::from_secs(10),
+        async || lab.get(b, &format!("/v1/tasks/{id}")).await.1["callback"]["state"] == "delivered",
+    )
+    .await;
+    let (_, task) = lab.get(a, &format!("/v1/tasks/{id}")).await;
+    assert_eq!(task["callback"]["attempts"], 1, "{task}");
+    // Nothing more arrives: one router sent it, once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*seen.lock().unwrap(), [format!("{id}:succeeded")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_interrupted_twice_is_failed_and_its_callback_sent_by_a_router_alive() {
+    let mut lab = Lab::start("2s", 4).await;
+    lab.sim.set(Fault::SlowFirstByte(Duration::from_secs(60)));
+    let (url, seen) = receiver().await;
+    let a = lab.add_router("a").await;
+    let body = json!({
+        "request": {"model": "auto", "messages": [{"role": "user", "content": "crash me"}]},
+        "callback": {"url": url},
+    });
+    let resp = lab
+        .client
+        .post(format!("{}/v1/tasks", lab.base(a)))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let id = resp.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Each router that runs it dies with it.
+    for (n, node) in ["b", "c"].into_iter().enumerate() {
+        let hits = n as u64 + 1;
+        lab.until("it runs", Duration::from_secs(10), async || {
+            lab.sim.work_hits() == hits
+        })
+        .await;
+        let running = lab.routers.len() - 1;
+        lab.routers[running].kill9();
+        lab.add_router(node).await;
+    }
+    let c = lab.routers.len() - 1;
+    let task = finished(&lab, c, &id).await;
+    assert_eq!(task["status"], "failed", "{task}");
+    assert_eq!(task["error"]["code"], "interrupted", "{task}");
+    assert_eq!(lab.sim.work_hits(), 2, "not run a third time");
+    lab.until(
+        "its callback arrives",
+        Duration::from_secs(10),
+        async || !seen.lock().unwrap().is_empty(),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*seen.lock().unwrap(), [format!("{id}:failed")]);
+}
