@@ -408,7 +408,7 @@ fn a_group_held_back_costs_a_tick_one_look_however_many_tasks_wait_in_it() {
     let mut lab = Lab::new();
     let (full, parked) = (group(&[0]), group(&[2]));
     let first = lab.add(0, &[], &parked);
-    assert_eq!(lab.starts(1), [first.clone()]);
+    assert_eq!(lab.starts(1), std::slice::from_ref(&first));
     lab.walked(&first, &parked, WalkEnd::Unserved(tried(false)));
     for _ in 0..300 {
         lab.add(0, &[], &full);
@@ -435,7 +435,7 @@ fn a_task_routed_into_a_parked_group_waits_for_the_same_reason_even_when_no_othe
     let mut lab = Lab::new();
     let g = group(&[0]);
     let first = lab.add(0, &[], &g);
-    assert_eq!(lab.starts(1), [first.clone()]);
+    assert_eq!(lab.starts(1), std::slice::from_ref(&first));
     lab.walked(&first, &g, WalkEnd::Unserved(tried(false)));
     assert!(lab.q.cancel(&first, None, lab.wall).is_some());
     let next = lab.add(0, &[], &g);
