@@ -199,17 +199,31 @@ async fn losing_redis_is_said_once_in_telegram_and_the_ledger_and_so_is_its_retu
         got[1].text
     );
 
-    // The ledger's `(cluster)` rows, oldest first: connecting -> up -> down -> up.
+    // The ledger's `(cluster)` rows, oldest first: connecting -> up -> down -> up. The ledger
+    // is written through the store's writer, beside the alert: the return's row may land
+    // a moment after the alert is delivered, so it is waited for, then checked whole.
     let url = format!("{}/status/events?machine=(cluster)", lab.router("r1").base);
-    let events: Value = lab
-        .client
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let read = async || -> Value {
+        lab.client
+            .get(&url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    };
+    lab.until(
+        "the ledger's row of the return",
+        RECONNECT_WITHIN,
+        async || {
+            read().await["events"]
+                .as_array()
+                .is_some_and(|e| e.len() >= 3)
+        },
+    )
+    .await;
+    let events = read().await;
     let mut rows: Vec<(String, String)> = events["events"]
         .as_array()
         .unwrap()
