@@ -6,9 +6,14 @@
 # of a router with `cluster:` on against the same router without, taking turns on one
 # simulated machine (goal: no measurable difference, since only transitions touch Redis),
 # and how many Redis commands the load caused. One markdown table with goals and verdicts.
+# Then section 3, the shared task queue (`cluster.tasks: shared`, scripts/bench-cluster-tasks.sh):
+# durable submits/s through two routers on a Redis with `appendfsync always` beside one
+# router's SQLite queue, the time from a router's SIGKILL to its running tasks running on the
+# other, and Redis round trips per task; a second table.
 #
-#   scripts/bench-cluster.sh                              # about 1 minute after the build
+#   scripts/bench-cluster.sh                              # about 2 minutes after the build
 #   BENCH_SECS=3 BENCH_ROUNDS=2 scripts/bench-cluster.sh  # shorter
+#   BENCH_ONLY=tasks scripts/bench-cluster.sh             # only the shared queue (~1 minute)
 #
 # Environment (defaults in brackets):
 #   BENCH_SECS [5]       seconds of each wrk run, per router per round; and of fixed-rate load
@@ -21,15 +26,23 @@
 #   BENCH_N [300]        rounds of each latency measure back to back (bench_cluster --n)
 #   BENCH_IDLE_N [100]   rounds again, each operation after BENCH_GAP_MS [20] ms of nothing
 #   BENCH_PORT [18200]   base port: the sim +1, router OFF +2, ON +3, its peer +4; Redis on the
-#                        first free port from +20
+#                        first free port from +20; section 3: routers +5 to +7, sims +8 and +9
+#                        (+10 is never started), its durable Redis on the first free port from +61
+#   BENCH_ONLY=tasks     run only section 3, the shared task queue
+#   BENCH_TASK_SECS [5]  section 3a: seconds of submits;  BENCH_TASK_CLIENTS [32] submitters per
+#                        router (the local router gets twice as many)
+#   BENCH_TASK_LEASE [3] section 3b: cluster.task_lease in seconds; BENCH_FAILOVER_TASKS [8]
+#                        tasks running on the killed router; BENCH_FAILOVER_ROUNDS [3]
+#   BENCH_RT_TASKS [300] section 3c: tasks run to their end for the round trips
 #   BENCH_NO_BUILD=1     use the binaries in target/release as they are ($CARGO_TARGET_DIR/release
 #                        when that is set)
 #   BENCH_OUT            also write the table to this file
 #
 # Needs wrk and redis-server (Debian packages wrk, redis-server; installed with apt-get when
-# missing and run as root) and curl. All traffic goes to 127.0.0.1; Redis binds 127.0.0.1
-# only and keeps nothing on disk; every load run is bounded in time and count; everything
-# the script starts is stopped when it exits.
+# missing and run as root) and curl (wrk not with BENCH_ONLY=tasks). All traffic goes to
+# 127.0.0.1; Redis binds 127.0.0.1 only and keeps nothing on disk but section 3's
+# append-only file in the run's temporary directory; every load run is bounded in time and
+# count; everything the script starts is stopped when it exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -49,13 +62,17 @@ CHAT=/v1/chat/completions
 BODY='{"model":"code","messages":[{"role":"user","content":"hi"}]}'
 REDIS_ENV=LABROUTER_BENCH_REDIS
 PREFIX=bench-cluster-sh-$$
+ONLY=${BENCH_ONLY:-}
+case "$ONLY" in "" | tasks) ;; *) printf 'bench-cluster.sh: BENCH_ONLY=%s: expected tasks\n' "$ONLY" >&2; exit 2;; esac
 
 # shellcheck source=scripts/bench-lib.sh
 . "$ROOT/scripts/bench-lib.sh"
+# shellcheck source=scripts/bench-cluster-tasks.sh
+. "$ROOT/scripts/bench-cluster-tasks.sh"
 
 # ---------------------------------------------------------------- tools
 need_install=()
-command -v wrk >/dev/null || need_install+=(wrk)
+[ "$ONLY" = tasks ] || command -v wrk >/dev/null || need_install+=(wrk)
 command -v redis-server >/dev/null || need_install+=(redis-server)
 command -v redis-cli >/dev/null || need_install+=(redis-tools)
 command -v curl >/dev/null || need_install+=(curl)
@@ -73,20 +90,27 @@ if [ ${#need_install[@]} -gt 0 ]; then
   fi
 fi
 
+EXAMPLES=(bench_cluster bench_load bench_tasks bench_sim)
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
-  log "cargo build --release --bin labrouter --example bench_cluster --example bench_load"
-  cargo build --release --quiet --bin labrouter --example bench_cluster --example bench_load
+  log "cargo build --release --bin labrouter ${EXAMPLES[*]/#/--example }"
+  # shellcheck disable=SC2046 # one --example per name
+  cargo build --release --quiet --bin labrouter $(printf -- '--example %s ' "${EXAMPLES[@]}")
 fi
 TARGET=${CARGO_TARGET_DIR:-target}
 case "$TARGET" in /*) ;; *) TARGET=$ROOT/$TARGET;; esac
 BIN=$TARGET/release
-for b in labrouter examples/bench_cluster examples/bench_load; do
-  [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run cargo build --release --bin labrouter --example bench_cluster --example bench_load"
+for b in labrouter "${EXAMPLES[@]/#/examples/}"; do
+  [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run cargo build --release --bin labrouter --examples"
 done
 
 # ---------------------------------------------------------------- processes
 bench_processes labrouter-bench-cluster
-
+if [ "$ONLY" = tasks ]; then
+  queue_benchmarks
+  queue_report
+  if [ -n "${BENCH_OUT:-}" ]; then echo "$QUEUE_TABLE" >"$BENCH_OUT"; fi
+  exit 0
+fi
 
 for p in "$P_SIM" "$P_OFF" "$P_ON" "$P_PEER"; do
   port_free "$p" || die "127.0.0.1:$p is taken (set BENCH_PORT to another base)"
@@ -290,4 +314,7 @@ echo "raw: wrk on: $W_ON"
 awk '{ print "raw: round " $0 }' "$TMP/wrk-rounds"
 echo "raw: rate off: $Q_OFF"
 echo "raw: rate on: $Q_ON"
-if [ -n "${BENCH_OUT:-}" ]; then echo "$TABLE" >"$BENCH_OUT"; fi
+
+queue_benchmarks
+queue_report
+if [ -n "${BENCH_OUT:-}" ]; then printf '%s\n\n%s\n' "$TABLE" "$QUEUE_TABLE" >"$BENCH_OUT"; fi
