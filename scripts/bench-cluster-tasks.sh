@@ -41,6 +41,7 @@ cluster:
   node: $2
   tasks: shared
   task_lease: ${Q_LEASE}s
+  task_timeout: $((Q_LEASE * 250))ms
 EOF
     fi
     cat <<EOF
@@ -90,7 +91,8 @@ until_ok() {
 }
 drained() { [ "$(unfinished "$1")" = 0 ] && runs_n "$1" 0; }
 runs_n() { [ "$(running_here "$1")" = "$2" ]; }
-queue_up() { qstatus "$1" | grep -q '"shared_queue":{[^}]*"state":"up"'; }
+# (shared_queue's fields in their order: last_error, pool, running_here, state)
+queue_up() { qstatus "$1" | grep -q '"running_here":[0-9]*,"state":"up"'; }
 # commandstats -> "SCRIPTS ALL": calls of evalsha and eval, and of every command (those inside
 # scripts too) but this script's INFO.
 commandstats() {
