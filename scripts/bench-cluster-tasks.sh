@@ -155,6 +155,8 @@ queue_submits() {
 
 # 3b. One round: a fresh pool, router fo-a runs Q_FO_TASKS tasks on the slow machine, fo-b
 # idles beside it; fo-a is killed; appends to Q_FO the milliseconds until fo-b runs them all.
+# The rounds kill at points spread over a third of the lease (the renewal period: a lease
+# renewed just before the kill lapses last).
 failover_round() {
   local r=$1 ra rb pa pb i t0 t1
   ra=$(queue_registry "$P_QA" fo-a "$PREFIX-fo$r" "$P_QSLOW")
@@ -168,11 +170,12 @@ failover_round() {
   qrouter "fo-b-$r" "$P_QB" "$rb"; pb=$LAST_PID
   until_ok 10 "router fo-b's shared queue up" queue_up "$P_QB"
   runs_n "$P_QB" 0 || die "router fo-b runs tasks before the kill"
+  sleep "$(awk -v r="$r" -v n="$Q_FO_ROUNDS" -v l="$Q_LEASE" 'BEGIN { printf "%.3f", (r - 1) * l / 3 / n }')"
   t0=$EPOCHREALTIME
   kill -9 "$pa"
+  wait "$pa" 2>/dev/null || true
   until_ok $((Q_LEASE + 10)) "router fo-b running fo-a's $Q_FO_TASKS tasks" runs_n "$P_QB" "$Q_FO_TASKS"
   t1=$EPOCHREALTIME
-  wait "$pa" 2>/dev/null || true
   qstop "$pb"
   Q_FO+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }')")
 }
