@@ -61,6 +61,11 @@ pub enum QueueError {
         "the shared task queue holds {0} unfinished tasks, as many as tasks.max_queued allows"
     )]
     Full(u64),
+    /// The submitter's key has `tasks.max_queued_per_key` unfinished tasks in the pool.
+    #[error(
+        "your key has {0} unfinished tasks in the shared task queue, as many as tasks.max_queued_per_key allows"
+    )]
+    KeyFull(u32),
 }
 
 /// A task this router now runs, under `token`'s lease.
@@ -146,14 +151,15 @@ impl SharedQueue {
     }
 
     /// Stores `task` (queued, waiting or blocked) with its request, unless its key names
-    /// one already or the pool holds `max_open` unfinished tasks (0: no bound):
-    /// [`Inserted::New`] only once Redis acknowledged the write.
+    /// one already, the pool holds `max_open` unfinished tasks (0: no bound) or its owner
+    /// `max_owner` (`None`: no bound): [`Inserted::New`] only once Redis acknowledged the
+    /// write.
     pub async fn submit(
         &self,
         task: &Task,
         request: &[u8],
         idem: Option<&Idem>,
-        max_open: u32,
+        (max_open, max_owner): (u32, Option<u32>),
     ) -> Result<Inserted, QueueError> {
         let mut call = self.scripts.submit.prepare_invoke();
         let idem_key = idem.map_or(String::new(), |i| i.key.clone());
@@ -172,7 +178,8 @@ impl SharedQueue {
             .arg(record::doc(task))
             .arg(request)
             .arg(idem.map_or("", |i| i.fingerprint.as_str()))
-            .arg(max_open);
+            .arg(max_open)
+            .arg(max_owner.unwrap_or(0));
         let (what, id): (String, String) = self
             .bounded(call.invoke_async(&mut self.conn().await?))
             .await?;
@@ -180,6 +187,7 @@ impl SharedQueue {
             "new" => Ok(Inserted::New),
             "reused" => Ok(Inserted::KeyReused),
             "full" => Err(QueueError::Full(id.parse().unwrap_or(u64::from(max_open)))),
+            "keyfull" => Err(QueueError::KeyFull(max_owner.unwrap_or(0))),
             "existing" => id
                 .parse::<TaskId>()
                 .map(Inserted::Existing)

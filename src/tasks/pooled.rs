@@ -224,7 +224,8 @@ impl PoolQueue {
     ) -> Result<Pooled, PoolError> {
         let request = new.request.clone();
         let task = Queue::new_task(owner, new, None, crate::clock::wall());
-        let max = (self.fleet)().registry.tasks.max_queued;
+        let limits = &(self.fleet)().registry.tasks;
+        let max = (limits.max_queued, limits.max_queued_per_key);
         let done = self.saw(self.queue.submit(&task, &request, idem.as_ref(), max).await)?;
         match done {
             Inserted::New => {

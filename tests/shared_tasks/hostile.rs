@@ -2,6 +2,7 @@
 //! panic, never a wedged queue, never copied out when it is huge.
 
 use labrouter::cluster::tasks::QueueError;
+use labrouter::store::tasks::Inserted;
 use labrouter::task::TaskId;
 
 use crate::pool::{task, two_routers, MAX_VALUE, REQUEST};
@@ -64,7 +65,7 @@ async fn spoiled_fields_are_refused_naming_the_task_and_the_field() {
     ];
     for (field, value, edit, says) in cases {
         let t = task(0, 1_000);
-        a.submit(&t, REQUEST, None, 0).await.unwrap();
+        a.submit(&t, REQUEST, None, (0, None)).await.unwrap();
         let value = match edit {
             None => value,
             Some((from, to)) => {
@@ -91,7 +92,7 @@ async fn a_key_of_another_type_is_named_and_the_queue_goes_on_past_it() {
     let (redis, a, b) = two_routers().await;
     let mut c = redis.client().await;
     let good = task(0, 2_000);
-    a.submit(&good, REQUEST, None, 0).await.unwrap();
+    a.submit(&good, REQUEST, None, (0, None)).await.unwrap();
     let stray = TaskId::new();
     c.ok(&["SET", &key(&stray), "not a task"]).await;
     c.ok(&["ZADD", "lab:tasks:ready", "0", stray.as_str()])
@@ -111,7 +112,7 @@ async fn a_key_of_another_type_is_named_and_the_queue_goes_on_past_it() {
         fingerprint: "f".into(),
     };
     let t = task(0, 3_000);
-    let r = a.submit(&t, REQUEST, Some(&idem), 0).await;
+    let r = a.submit(&t, REQUEST, Some(&idem), (0, None)).await;
     assert!(
         matches!(&r, Err(QueueError::Spoiled(s)) if s.why.contains("idempotency key holds no task")),
         "{r:?}"
@@ -119,6 +120,21 @@ async fn a_key_of_another_type_is_named_and_the_queue_goes_on_past_it() {
     assert!(a.get(&t.id).await.unwrap().is_none(), "nothing was stored");
     // A counter another hand spoiled refuses the submit, storing nothing.
     c.ok(&["SET", "lab:tasks:seq", "many"]).await;
-    assert!(a.submit(&t, REQUEST, None, 0).await.is_err());
+    assert!(a.submit(&t, REQUEST, None, (0, None)).await.is_err());
     assert!(a.get(&t.id).await.unwrap().is_none(), "nothing was stored");
+    // So do per-key counts of another type; a count that is no number counts as none.
+    c.ok(&["DEL", "lab:tasks:seq"]).await;
+    c.ok(&["SET", "lab:tasks:open_by", "garbage"]).await;
+    let r = a.submit(&t, REQUEST, None, (0, Some(1))).await;
+    assert!(
+        matches!(&r, Err(QueueError::Spoiled(s)) if s.why.contains("owner counts hold a string")),
+        "{r:?}"
+    );
+    assert!(a.get(&t.id).await.unwrap().is_none(), "nothing was stored");
+    c.ok(&["DEL", "lab:tasks:open_by"]).await;
+    c.ok(&["HSET", "lab:tasks:open_by", "key-a", "lots"]).await;
+    assert_eq!(
+        a.submit(&t, REQUEST, None, (0, Some(1))).await.unwrap(),
+        Inserted::New
+    );
 }

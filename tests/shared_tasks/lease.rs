@@ -19,7 +19,7 @@ async fn claims_go_by_priority_then_age_and_each_task_to_one_router() {
     let new_high = task(10, 3_000);
     let old_high = task(10, 2_000);
     for t in [&old_low, &new_high, &old_high] {
-        a.submit(t, REQUEST, None, 0).await.unwrap();
+        a.submit(t, REQUEST, None, (0, None)).await.unwrap();
     }
     let first = b.claim().await.unwrap().unwrap();
     let second = a.claim().await.unwrap().unwrap();
@@ -40,7 +40,7 @@ async fn claims_go_by_priority_then_age_and_each_task_to_one_router() {
 async fn a_task_given_back_with_a_backoff_is_due_only_after_it() {
     let (_redis, a, b) = two_routers().await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None, 0).await.unwrap();
+    a.submit(&t, REQUEST, None, (0, None)).await.unwrap();
     let mut c = a.claim().await.unwrap().unwrap();
     c.task.status = TaskStatus::Queued;
     c.task.attempts_used = 1;
@@ -63,7 +63,7 @@ async fn a_lapsed_lease_is_run_again_elsewhere_with_one_interrupted_attempt_and_
     let a = router(&redis.url(), SHORT).await;
     let b = router(&redis.url(), SHORT).await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None, 0).await.unwrap();
+    a.submit(&t, REQUEST, None, (0, None)).await.unwrap();
     let held = a.claim().await.unwrap().unwrap();
     assert!(b.claim().await.unwrap().is_none(), "a holds it");
 
@@ -111,7 +111,7 @@ async fn a_finish_after_another_router_finished_is_dropped_and_the_first_result_
     let a = router(&redis.url(), SHORT).await;
     let b = router(&redis.url(), SHORT).await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None, 0).await.unwrap();
+    a.submit(&t, REQUEST, None, (0, None)).await.unwrap();
     let mut slow = a.claim().await.unwrap().unwrap();
     lapse(SHORT).await;
     let mut fast = b.claim().await.unwrap().unwrap();
@@ -148,7 +148,7 @@ async fn a_result_written_after_its_lease_lapsed_wins_when_nobody_else_ended_it(
     let redis = durable_redis().await;
     let a = router(&redis.url(), SHORT).await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None, 0).await.unwrap();
+    a.submit(&t, REQUEST, None, (0, None)).await.unwrap();
     let mut c = a.claim().await.unwrap().unwrap();
     // Redis was away longer than the lease; the attempt finished meanwhile.
     lapse(SHORT).await;
@@ -166,7 +166,7 @@ async fn routers_claiming_at_once_never_take_one_task_twice() {
     let mut ids = std::collections::BTreeSet::new();
     for i in 0..50 {
         let t = task(i % 3, 1_000 + i64::from(i));
-        a.submit(&t, REQUEST, None, 0).await.unwrap();
+        a.submit(&t, REQUEST, None, (0, None)).await.unwrap();
         ids.insert(t.id);
     }
     let (ga, gb) = tokio::join!(drain(&a), drain(&b));
@@ -191,7 +191,7 @@ async fn a_breaker_change_wakes_waiting_tasks_at_once_and_leaves_backoffs_alone(
     let (_redis, a, b) = two_routers().await;
     let (waits, backs_off) = (task(0, 1_000), task(0, 2_000));
     for t in [&waits, &backs_off] {
-        a.submit(t, REQUEST, None, 0).await.unwrap();
+        a.submit(t, REQUEST, None, (0, None)).await.unwrap();
     }
     let mut w = a.claim().await.unwrap().unwrap();
     let mut q = a.claim().await.unwrap().unwrap();
@@ -211,7 +211,7 @@ async fn a_breaker_change_wakes_waiting_tasks_at_once_and_leaves_backoffs_alone(
 async fn a_finished_task_s_doc_may_be_noted_again_and_an_unfinished_one_may_not() {
     let (_redis, a, b) = two_routers().await;
     let t = task(0, 1_000);
-    a.submit(&t, REQUEST, None, 0).await.unwrap();
+    a.submit(&t, REQUEST, None, (0, None)).await.unwrap();
     let mut c = a.claim().await.unwrap().unwrap();
     c.task.metadata.insert("noted".into(), "no".into());
     assert!(!b.note(&c.task).await.unwrap(), "running: not noted");

@@ -18,8 +18,8 @@ async fn two_routers_submitting_one_key_at_once_make_one_task() {
         let key = idem(&format!("k{round}"), "f1");
         let (ta, tb) = (task(0, 1_000), task(0, 1_000));
         let (ra, rb) = tokio::join!(
-            a.submit(&ta, REQUEST, Some(&key), 0),
-            b.submit(&tb, REQUEST, Some(&key), 0)
+            a.submit(&ta, REQUEST, Some(&key), (0, None)),
+            b.submit(&tb, REQUEST, Some(&key), (0, None))
         );
         let (ra, rb) = (ra.unwrap(), rb.unwrap());
         let won = match (&ra, &rb) {
@@ -38,7 +38,7 @@ async fn two_routers_submitting_one_key_at_once_make_one_task() {
         assert!(b.get(&won.id).await.unwrap().is_some());
         // The same key with another body is refused, on either router.
         let (other, other_key) = (task(0, 1_000), idem(&format!("k{round}"), "f2"));
-        let again = a.submit(&other, REQUEST, Some(&other_key), 0).await;
+        let again = a.submit(&other, REQUEST, Some(&other_key), (0, None)).await;
         assert_eq!(again.unwrap(), Inserted::KeyReused);
     }
     let page = a.list(None, 100, None, None).await.unwrap();
@@ -49,7 +49,10 @@ async fn two_routers_submitting_one_key_at_once_make_one_task() {
 async fn a_task_reads_back_as_it_was_submitted() {
     let (_redis, a, b) = two_routers().await;
     let t = task(5, 1_700_000_000_000);
-    assert_eq!(a.submit(&t, REQUEST, None, 0).await.unwrap(), Inserted::New);
+    assert_eq!(
+        a.submit(&t, REQUEST, None, (0, None)).await.unwrap(),
+        Inserted::New
+    );
     let got = b.get(&t.id).await.unwrap().unwrap();
     let mut want = t.clone();
     want.seq = got.task.seq;

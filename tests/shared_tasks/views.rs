@@ -14,7 +14,7 @@ async fn a_task_submitted_on_a_is_read_listed_and_cancelled_on_b() {
         if i == 4 {
             t.owner = "key-b".into();
         }
-        a.submit(&t, REQUEST, None, 0).await.unwrap();
+        a.submit(&t, REQUEST, None, (0, None)).await.unwrap();
         ids.push(t.id);
     }
     // Newest first, by owner, in pages.

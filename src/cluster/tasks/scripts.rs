@@ -11,6 +11,8 @@
 //! - `leases` (zset): running tasks, scored by when their lease lapses (Redis ms).
 //! - `all` (zset, every score 0): every task id, which sort by age, for the list and the prune.
 //! - `open` (zset, every score 0): the unfinished tasks, counted against `tasks.max_queued`.
+//! - `open_by` (hash): unfinished tasks per owner, counted against `tasks.max_queued_per_key`
+//!   (a value that is no whole number counts as none and is dropped at the owner's next end).
 //! - `idem:{hash}`: `{fingerprint} {id}`, the pool-wide `Idempotency-Key`.
 //! - `seq`: the counter that numbers tasks in submit order.
 //! - `ended` (list): tasks a claim failed (interrupted twice), whose callbacks a router sends.
@@ -55,16 +57,24 @@ local function close(id)
   unqueue(id)
   redis.call('ZREM', KEYS[5], id)
 end
+local function forget_owner(open_key, task_key)
+  local o = redis.call('HGET', task_key, 'owner')
+  local by = open_key .. '_by'
+  if not o or redis.call('TYPE', by).ok ~= 'hash' then return end
+  local n = redis.pcall('HINCRBY', by, o, -1)
+  if type(n) ~= 'number' or n <= 0 then redis.call('HDEL', by, o) end
+end
 ";
 
 /// A submit: a new task, or the one its idempotency key already names. Atomic, so two
 /// routers submitting one key at once make one task.
 /// A resend of a keyed submit is answered however full the queue is; a new task only while
-/// the pool holds fewer than `max_open` unfinished ones (0: no bound).
+/// the pool holds fewer than `max_open` unfinished ones (0: no bound), and its owner fewer
+/// than `max_owner` (0: no bound).
 /// KEYS: task, ready, later, leases, all, idem, seq, open. ARGV: id, status, score, owner,
-/// doc, req, fingerprint ('' = no key), max_open.
-/// Returns `{'new', id}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}` or
-/// `{'!', why}`.
+/// doc, req, fingerprint ('' = no key), max_open, max_owner.
+/// Returns `{'new', id}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}`,
+/// `{'keyfull', count}` or `{'!', why}`.
 const SUBMIT: &str = r"
 local fp = ARGV[7]
 if fp ~= '' then
@@ -81,6 +91,11 @@ if fp ~= '' then
 end
 local open = redis.call('ZCARD', KEYS[8])
 if tonumber(ARGV[8]) > 0 and open >= tonumber(ARGV[8]) then return {'full', tostring(open)} end
+local by = KEYS[8] .. '_by'
+local by_kind = redis.call('TYPE', by).ok
+if by_kind ~= 'hash' and by_kind ~= 'none' then return {'!', 'its owner counts hold a ' .. by_kind .. ', not a hash'} end
+local mine = by_kind == 'hash' and tonumber(redis.call('HGET', by, ARGV[4]) or '0') or 0
+if tonumber(ARGV[9]) > 0 and mine and mine >= tonumber(ARGV[9]) then return {'keyfull', tostring(mine)} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'!', 'a task with its id exists'} end
 local seq = redis.pcall('INCR', KEYS[7])
 if type(seq) ~= 'number' then return {'!', 'the task counter holds no whole number'} end
@@ -91,6 +106,7 @@ if ARGV[2] == 'queued' or ARGV[2] == 'waiting' then
 end
 redis.call('ZADD', KEYS[5], 0, ARGV[1])
 redis.call('ZADD', KEYS[8], 0, ARGV[1])
+if type(redis.pcall('HINCRBY', by, ARGV[4], 1)) ~= 'number' then redis.call('HSET', by, ARGV[4], 1) end
 if fp ~= '' then
   redis.call('SET', KEYS[6], fp .. ' ' .. ARGV[1])
   redis.call('HSET', KEYS[1], 'idem', KEYS[6])
@@ -118,6 +134,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0
     if string.find(lapses, ',', 1, true) then
       redis.call('HSET', k, 'status', 'failed', 'ended_ms', now, 'ended_by', 'interrupted', 'req', '')
       redis.call('ZREM', KEYS[1], id)
+      forget_owner(KEYS[1], k)
       redis.call('RPUSH', KEYS[5], id)
       redis.call('LTRIM', KEYS[5], -1000, -1)
     else
@@ -194,6 +211,7 @@ if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return {0, ''} end
 local s = redis.call('HGET', KEYS[1], 'status') or ''
 if finals[s] then return {0, s} end
 close(ARGV[1])
+forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'doc', ARGV[3], 'result', ARGV[4],
   'lease', '', 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
 return {1, ARGV[2]}
@@ -210,6 +228,7 @@ if ARGV[2] ~= '*' and s[2] ~= ARGV[2] then return {0, ''} end
 local st = s[1] or ''
 if finals[st] then return {0, st} end
 close(ARGV[1])
+forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
   'ended_ms', now_ms(), 'ended_by', 'cancel')
 return {1, st}
@@ -264,6 +283,7 @@ const SET_ASIDE: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then return 0 end
 close(ARGV[1])
+forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'failed', 'lease', '', 'ended_ms', now_ms(), 'ended_by', 'spoiled')
 return 1
 ";

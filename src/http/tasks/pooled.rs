@@ -34,6 +34,10 @@ impl From<PoolError> for AppError {
                 Code::QueueFull,
                 format!("the shared task queue holds {n} unfinished tasks, as many as tasks.max_queued allows; try again later"),
             ),
+            PoolError::Queue(QueueError::KeyFull(max)) => AppError::new(
+                Code::QueueFull,
+                format!("your key has tasks.max_queued_per_key ({max}) unfinished tasks in the shared task queue; try again later"),
+            ),
             PoolError::KeyReused => AppError::new(Code::IdempotencyKeyReused, e.to_string()),
             PoolError::Queue(QueueError::Spoiled(_)) | PoolError::Vanished(_) => {
                 tracing::error!(error = %e, "shared task queue: a task cannot be read back");
