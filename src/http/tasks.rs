@@ -116,18 +116,7 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
     let request = new.request.clone();
     let submitted = s.submit(&owner, new, idem).await?;
     let mut resp = match submitted {
-        // A new task is shown with the request just read: no need to read it back.
-        Submitted::New(task) => {
-            let raw = serde_json::from_slice::<&RawValue>(&request).ok();
-            let location = HeaderValue::from_str(&format!("/v1/tasks/{}", task.id));
-            let mut resp = Json(task.whole(raw)).into_response();
-            *resp.status_mut() = StatusCode::ACCEPTED;
-            if let Ok(location) = location {
-                resp.headers_mut()
-                    .insert(axum::http::header::LOCATION, location);
-            }
-            resp
-        }
+        Submitted::New(task) => accepted(&task, &request),
         Submitted::Replayed(task) => shown(s, &task, true).await?,
     };
     let replayed = resp.status() != StatusCode::ACCEPTED;
@@ -136,6 +125,19 @@ pub async fn submit(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
             .insert(REPLAYED.clone(), HeaderValue::from_static("true"));
     }
     Ok(resp)
+}
+
+/// A new task's 202: the whole task, shown with the request just read (no need to read it
+/// back), and `Location`.
+fn accepted(task: &Task, request: &[u8]) -> Response {
+    let raw = serde_json::from_slice::<&RawValue>(request).ok();
+    let mut resp = Json(task.whole(raw)).into_response();
+    *resp.status_mut() = StatusCode::ACCEPTED;
+    if let Ok(location) = HeaderValue::from_str(&format!("/v1/tasks/{}", task.id)) {
+        resp.headers_mut()
+            .insert(axum::http::header::LOCATION, location);
+    }
+    resp
 }
 
 #[derive(Deserialize)]

@@ -196,6 +196,27 @@ fn tried(reg: &Registry, attempts: &[Attempted], wall: SystemTime, deadline: Ins
     }
 }
 
+/// A task's request as it is sent: within `tasks.max_request_body` (`max`), parsed as any
+/// request is; or why it cannot be.
+pub fn ready_to_send(
+    endpoint: Endpoint,
+    request: Bytes,
+    max: usize,
+) -> Result<Arc<Parsed>, (TaskCode, String)> {
+    if request.len() > max {
+        return Err((
+            TaskCode::InvalidRequest,
+            format!(
+                "its request is {} bytes, larger than tasks.max_request_body ({max} bytes)",
+                request.len()
+            ),
+        ));
+    }
+    Parsed::new(endpoint, request)
+        .map(Arc::new)
+        .map_err(|e| (TaskCode::InvalidRequest, e.0))
+}
+
 /// A task's chain: its request read by the same matcher as any request, filtered by
 /// `accept`; or why it cannot be routed.
 pub fn chain_of(fleet: &Fleet, task: &Task, parsed: &Parsed) -> Result<Group, (TaskCode, String)> {

@@ -6,7 +6,7 @@
 //!
 //! Not yet across the pool (refused with 400, README): `after` (follow-ups).
 
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -75,16 +75,7 @@ pub async fn submit(
     }
     let request = new.request.clone();
     match pq.submit(owner, new, idem).await? {
-        Pooled::New(task) => {
-            let raw = serde_json::from_slice::<&RawValue>(&request).ok();
-            let mut resp = Json(task.whole(raw)).into_response();
-            *resp.status_mut() = StatusCode::ACCEPTED;
-            if let Ok(location) = HeaderValue::from_str(&format!("/v1/tasks/{}", task.id)) {
-                resp.headers_mut()
-                    .insert(axum::http::header::LOCATION, location);
-            }
-            Ok(resp)
-        }
+        Pooled::New(task) => Ok(super::accepted(&task, &request)),
         Pooled::Replayed(f) => {
             let mut resp = whole(&f);
             resp.headers_mut()

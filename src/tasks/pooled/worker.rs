@@ -26,7 +26,7 @@ use crate::request::Parsed;
 use crate::task::Task;
 use crate::tasks::queue::lone::{self, Next};
 use crate::tasks::queue::{Group, WalkEnd};
-use crate::tasks::walk::{chain_of, label_of, walk, Job};
+use crate::tasks::walk::{chain_of, label_of, ready_to_send, walk, Job};
 
 /// Looked for work at least this often.
 const POLL: Duration = Duration::from_millis(500);
@@ -170,16 +170,13 @@ fn prepare(
     let request = request
         .filter(|b| !b.is_empty())
         .ok_or_else(|| unreadable("its request is not in the shared queue".into()))?;
-    let max = fleet.registry.tasks.max_request_body;
-    if request.len() > max {
-        return Err(unreadable(format!(
-            "its request is {} bytes, larger than tasks.max_request_body ({max} bytes)",
-            request.len()
-        )));
-    }
-    let parsed = Parsed::new(task.endpoint, request).map_err(|e| unreadable(e.0))?;
+    let parsed = ready_to_send(
+        task.endpoint,
+        request,
+        fleet.registry.tasks.max_request_body,
+    )?;
     let group = chain_of(fleet, task, &parsed)?;
-    Ok((Arc::new(parsed), group))
+    Ok((parsed, group))
 }
 
 /// Walks the task while its lease is kept; `None` when the lease was lost (the walk is

@@ -71,10 +71,7 @@ impl Queue {
             .collect();
         let mut effects = Vec::new();
         for id in expired {
-            let err = error(
-                TaskCode::DeadlineExceeded,
-                "its deadline passed before it finished",
-            );
+            let err = super::walked::deadline_passed();
             effects.extend(self.end(&id, TaskStatus::Expired, err, wall));
         }
         if let Some((deadline, _)) = self.deadlines.first() {
@@ -214,7 +211,9 @@ impl Queue {
     ) -> Vec<Effect> {
         let (group, prepared) = match routed {
             Ok(ok) => ok,
-            Err((code, why)) => return self.end(id, status_of(code), error(code, &why), wall),
+            Err((code, why)) => {
+                return self.end(id, super::walked::unprepared(code), error(code, &why), wall)
+            }
         };
         // Routed into a group that is parked: it waits with the others, for the same reason
         // (it is not walked until a breaker changes).
@@ -233,15 +232,5 @@ impl Queue {
             super::hold(&mut self.held, e, Some(prepared));
         }
         Vec::new()
-    }
-}
-
-/// How a task that cannot be made ready ends: a parent's unusable answer cancels it, a
-/// request of its own that cannot be sent fails it.
-fn status_of(code: TaskCode) -> TaskStatus {
-    if code == TaskCode::DependencyUnusable {
-        TaskStatus::Cancelled
-    } else {
-        TaskStatus::Failed
     }
 }

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::walked::backoff;
+use super::walked::{backoff, deadline_passed, failed_for, held_back_for, unprepared};
 use super::{error, finish, push_records, Tried, WalkEnd};
 use crate::outcome::{TaskCode, TaskStatus};
 use crate::task::Task;
@@ -40,11 +40,7 @@ pub fn expire_if_due(task: &mut Task, wall: SystemTime) -> bool {
     if crate::store::ms(wall) < task.deadline_ms {
         return false;
     }
-    let err = error(
-        TaskCode::DeadlineExceeded,
-        "its deadline passed before it finished",
-    );
-    finish(task, TaskStatus::Expired, Some(err), wall);
+    expired(task, wall);
     true
 }
 
@@ -63,11 +59,7 @@ pub fn walked(task: &mut Task, end: WalkEnd, wall: SystemTime) -> Next {
             Next::End
         }
         WalkEnd::Unprepared(code, why) => {
-            let status = match code {
-                TaskCode::DependencyUnusable => TaskStatus::Cancelled,
-                _ => TaskStatus::Failed,
-            };
-            finish(task, status, Some(error(code, &why)), wall);
+            finish(task, unprepared(code), Some(error(code, &why)), wall);
             Next::End
         }
         WalkEnd::Unserved(tried) if tried.expired => {
@@ -80,30 +72,20 @@ pub fn walked(task: &mut Task, end: WalkEnd, wall: SystemTime) -> Next {
 }
 
 fn expired(task: &mut Task, wall: SystemTime) -> Next {
-    let err = error(
-        TaskCode::DeadlineExceeded,
-        "its deadline passed before it finished",
-    );
-    finish(task, TaskStatus::Expired, Some(err), wall);
+    finish(task, TaskStatus::Expired, Some(deadline_passed()), wall);
     Next::End
 }
 
 /// Nothing was sent: held back by a breaker, the task waits (no attempt used); held back
 /// only by slots, it stays queued.
 fn held_back(task: &mut Task, tried: Tried) -> Next {
+    task.waiting_for = Some(held_back_for(&tried));
     if !tried.by_breaker {
         task.status = TaskStatus::Queued;
-        task.waiting_for = Some(
-            "every machine it accepts is busy with other tasks or interactive requests".into(),
-        );
         return Next::Busy;
     }
     let was = task.status;
     task.status = TaskStatus::Waiting;
-    task.waiting_for = Some(format!(
-        "every target it accepts is held back: {}",
-        tried.held
-    ));
     if was != TaskStatus::Waiting {
         push_records(task, tried.records);
     }
@@ -120,8 +102,7 @@ fn failed(task: &mut Task, mut tried: Tried, wall: SystemTime) -> Next {
     push_records(task, tried.records);
     if !tried.charged {
         task.status = TaskStatus::Waiting;
-        task.waiting_for =
-            Some("its machines failed the way down machines do; it waits for them".into());
+        task.waiting_for = Some(failed_for(task, false, backoff(1)));
         return Next::Again(backoff(1));
     }
     task.attempts_used += 1;
@@ -133,12 +114,7 @@ fn failed(task: &mut Task, mut tried: Tried, wall: SystemTime) -> Next {
     }
     let wait = backoff(task.attempts_used);
     task.status = TaskStatus::Queued;
-    task.waiting_for = Some(format!(
-        "attempt {} of {} failed; the next walk is in {}",
-        task.attempts_used,
-        task.max_attempts,
-        crate::outcome::words(wait)
-    ));
+    task.waiting_for = Some(failed_for(task, true, wait));
     Next::Again(wait)
 }
 

@@ -22,6 +22,48 @@ pub(super) fn backoff(n: u32) -> Duration {
         .min(BACKOFF_MAX)
 }
 
+/// A task whose deadline passed before it finished ends with this.
+pub(super) fn deadline_passed() -> TaskError {
+    error(
+        TaskCode::DeadlineExceeded,
+        "its deadline passed before it finished",
+    )
+}
+
+/// How a task whose request cannot be made ready ends: a parent's unusable answer cancels
+/// it, a request of its own that cannot be sent fails it.
+pub(super) fn unprepared(code: TaskCode) -> TaskStatus {
+    if code == TaskCode::DependencyUnusable {
+        TaskStatus::Cancelled
+    } else {
+        TaskStatus::Failed
+    }
+}
+
+/// What a task held back by `tried` waits for: busy machines (slots), or breakers.
+pub(super) fn held_back_for(tried: &Tried) -> String {
+    if tried.by_breaker {
+        format!("every target it accepts is held back: {}", tried.held)
+    } else {
+        "every machine it accepts is busy with other tasks or interactive requests".into()
+    }
+}
+
+/// What a task whose walk failed waits for: its next walk after `wait` when the attempt was
+/// charged, else its machines (they failed as down machines do).
+pub(super) fn failed_for(task: &crate::task::Task, charged: bool, wait: Duration) -> String {
+    if charged {
+        format!(
+            "attempt {} of {} failed; the next walk is in {}",
+            task.attempts_used,
+            task.max_attempts,
+            crate::outcome::words(wait)
+        )
+    } else {
+        "its machines failed the way down machines do; it waits for them".to_string()
+    }
+}
+
 /// What one walk tried, as the queue decides on it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tried {
@@ -96,12 +138,7 @@ impl Queue {
             }
             WalkEnd::Unprepared(code, why) => {
                 self.put(e);
-                let status = if code == TaskCode::DependencyUnusable {
-                    TaskStatus::Cancelled
-                } else {
-                    TaskStatus::Failed
-                };
-                self.end(id, status, error(code, &why), wall)
+                self.end(id, unprepared(code), error(code, &why), wall)
             }
             WalkEnd::Unserved(tried) if !tried.sent => {
                 self.parked_walk(e, group, tried, now);
@@ -122,11 +159,7 @@ impl Queue {
         } else {
             TaskStatus::Waiting
         };
-        e.task.waiting_for = Some(if by_slots {
-            "every machine it accepts is busy with other tasks or interactive requests".into()
-        } else {
-            format!("every target it accepts is held back: {}", tried.held)
-        });
+        e.task.waiting_for = Some(held_back_for(&tried));
         if was != TaskStatus::Waiting && !by_slots {
             push_records(&mut e.task, tried.records);
         }
@@ -173,11 +206,7 @@ impl Queue {
         e.failed_walks += 1;
         if tried.expired {
             self.put(e);
-            let err = error(
-                TaskCode::DeadlineExceeded,
-                "its deadline passed before it finished",
-            );
-            return self.end(&id, TaskStatus::Expired, err, wall);
+            return self.end(&id, TaskStatus::Expired, deadline_passed(), wall);
         }
         if e.task.attempts_used >= e.task.max_attempts {
             let used = e.task.attempts_used;
@@ -197,16 +226,7 @@ impl Queue {
         } else {
             TaskStatus::Waiting
         };
-        e.task.waiting_for = Some(if tried.charged {
-            format!(
-                "attempt {} of {} failed; the next walk is in {}",
-                e.task.attempts_used,
-                e.task.max_attempts,
-                crate::outcome::words(backoff)
-            )
-        } else {
-            "its machines failed the way down machines do; it waits for them".to_string()
-        });
+        e.task.waiting_for = Some(failed_for(&e.task, tried.charged, backoff));
         if !tried.charged {
             self.open.remove(group);
         }

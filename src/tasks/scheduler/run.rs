@@ -15,7 +15,7 @@ use crate::request::Parsed;
 use crate::tasks::follow::{self, Output};
 use crate::tasks::model::{Task, TaskId};
 use crate::tasks::queue::{Group, Start, WalkEnd, ROUTE_BATCH};
-use crate::tasks::walk::{chain_of, label_of, walk, Job};
+use crate::tasks::walk::{chain_of, label_of, ready_to_send, walk, Job};
 
 impl Scheduler {
     /// Runs the queue until the process ends (or the task is aborted). It wakes when a
@@ -146,15 +146,7 @@ impl Scheduler {
             follow::substitute(task.endpoint, &request, &outputs, max)
                 .map_err(|e| unreadable(e.to_string()))?
         };
-        if request.len() > max {
-            return Err(unreadable(format!(
-                "its request is {} bytes, larger than tasks.max_request_body ({max} bytes)",
-                request.len()
-            )));
-        }
-        Parsed::new(task.endpoint, request)
-            .map(Arc::new)
-            .map_err(|e| unreadable(e.0))
+        ready_to_send(task.endpoint, request, max)
     }
 
     /// The output text of each of a task's parents, in `after` order.
