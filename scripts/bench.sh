@@ -36,8 +36,8 @@
 #   BENCH_ONLY=tiers     run only the tier benchmarks (examples/bench_tiers: requests/s of
 #                        two equal machines as a tier against a plain chain, warm-first time to
 #                        first byte, the pick's cost per request)
-#   BENCH_WORKERS        `labrouter serve --workers` for the proxy routers (sections 1-7; the
-#                        task routers keep the default)
+#   BENCH_WORKERS        `labrouter serve --workers` for every router (default: labrouter's own,
+#                        one serving thread per core; 0 for the shared runtime)
 #   BENCH_NO_BUILD=1     use the binaries in target/release as they are ($CARGO_TARGET_DIR/release
 #                        when that is set)
 #   BENCH_NO_PERF=1      CPU per request from /proc/PID/stat (utime + stime) even when perf
@@ -167,7 +167,7 @@ task_benchmarks() {
   local tasks=$BIN/examples/bench_tasks reg pid
   log "8a. tasks: $TASK_CLIENTS clients submitting for ${TASK_SECS}s (synchronous=FULL, machine held down)"
   reg=$(tasks_config "$P_TASKS" "$TMP/tasks-a")
-  start tasks-a "$P_TASKS" env RUST_LOG=warn "$BIN/labrouter" serve --config "$reg"
+  start tasks-a "$P_TASKS" env RUST_LOG=warn "$BIN/labrouter" serve --config "$reg" ${WORKERS:+--workers "$WORKERS"}
   pid=$LAST_PID
   hold_down "$P_TASKS"
   T_SUBMIT=$("$tasks" submit --url "http://127.0.0.1:$P_TASKS/v1/tasks" --clients "$TASK_CLIENTS" \
@@ -176,7 +176,7 @@ task_benchmarks() {
 
   log "8c. tasks: $TASK_QUEUE queued on a fresh router: RSS and disk"
   reg=$(tasks_config "$P_TASKS2" "$TMP/tasks-c")
-  start tasks-c "$P_TASKS2" env RUST_LOG=warn "$BIN/labrouter" serve --config "$reg"
+  start tasks-c "$P_TASKS2" env RUST_LOG=warn "$BIN/labrouter" serve --config "$reg" ${WORKERS:+--workers "$WORKERS"}
   pid=$LAST_PID
   hold_down "$P_TASKS2"
   sleep 1

@@ -71,10 +71,10 @@ pub enum Command {
         #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
         config: PathBuf,
         /// Serve requests on this many threads of their own, each with its own connections
-        /// to the machines, as nginx's worker_processes; 0 (the default) serves them on the
-        /// runtime the background work shares. Pays for proxy-heavy labs; see the README.
-        #[arg(long, default_value_t = 0, env = "LABROUTER_WORKERS", value_parser = clap::value_parser!(u16).range(0..=1024))]
-        workers: u16,
+        /// to the machines, as nginx's worker_processes (default: one per core); 0 serves
+        /// them on the runtime the background work shares. See the README's Performance.
+        #[arg(long, env = "LABROUTER_WORKERS", value_parser = clap::value_parser!(u16).range(0..=1024))]
+        workers: Option<u16>,
     },
     /// Validate a registry file without serving; with --live, also ask every machine.
     Check {
@@ -308,7 +308,7 @@ mod tests {
     }
 
     /// `serve`'s `--workers` of one command line, or clap's error text.
-    fn serve_workers(args: &[&str]) -> Result<u16, String> {
+    fn serve_workers(args: &[&str]) -> Result<Option<u16>, String> {
         match parsed("serve", args)? {
             Command::Serve { workers, .. } => Ok(workers),
             other => Err(format!("not serve: {other:?}")),
@@ -316,10 +316,12 @@ mod tests {
     }
 
     #[test]
-    fn serve_workers_is_0_by_default_or_a_number_up_to_1024() {
-        assert_eq!(serve_workers(&[]), Ok(0));
-        assert_eq!(serve_workers(&["--workers", "3"]), Ok(3));
-        assert_eq!(serve_workers(&["--workers", "1024"]), Ok(1024));
+    fn serve_workers_is_one_per_core_by_default_or_a_number_up_to_1024() {
+        assert_eq!(serve_workers(&[]), Ok(None));
+        assert_eq!(serve_workers(&["--workers", "0"]), Ok(Some(0)));
+        assert_eq!(serve_workers(&["--workers", "3"]), Ok(Some(3)));
+        assert_eq!(serve_workers(&["--workers", "1024"]), Ok(Some(1024)));
+        assert!(super::run::one_per_core() >= 1);
         for bad in ["1025", "many"] {
             let err = serve_workers(&["--workers", bad]).unwrap_err();
             assert!(

@@ -22,6 +22,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::service::Service;
+use crate::upstream::Endpoint;
 
 mod access;
 mod admin;
@@ -113,6 +114,37 @@ pub fn app(svc: Arc<Service>) -> Router {
             guard::guard,
         ))
         .with_state(svc)
+}
+
+/// The hot POSTs, which the server answers without the router's walk ([`hot`]), by path.
+pub fn hot_endpoint(method: &axum::http::Method, path: &str) -> Option<Endpoint> {
+    if method != axum::http::Method::POST {
+        return None;
+    }
+    match path {
+        "/v1/chat/completions" => Some(Endpoint::Chat),
+        "/v1/completions" => Some(Endpoint::Completions),
+        "/v1/embeddings" => Some(Endpoint::Embeddings),
+        _ => None,
+    }
+}
+
+/// A hot POST ([`hot_endpoint`]) served as the router would serve it — the same guard, the
+/// same handler — without its walk: the path match, the method router, the middleware's
+/// boxing and their futures cost ~4,000 instructions a request (README "Performance").
+pub async fn hot(svc: Arc<Service>, endpoint: Endpoint, req: axum::extract::Request) -> Response {
+    // The handler's future is the large one: boxed once, as the router boxes it, so that
+    // the futures around it stay small to move.
+    let own = Arc::clone(&svc);
+    let handler = move |req| {
+        Box::pin(async move {
+            match inference::completion(&own, endpoint, req).await {
+                Ok(resp) => resp,
+                Err(e) => e.into_response(),
+            }
+        })
+    };
+    guard::guarded(&svc, req, handler).await
 }
 
 /// Breakers, counters and routes, read live; the task queue's counts (one store read), with

@@ -97,7 +97,10 @@ async fn serve_with(
             idle_timeout: server.idle_timeout,
         };
         let stopping = stopping.clone();
-        let app = app.clone();
+        let app = Served {
+            router: app.clone(),
+            svc: Arc::clone(&svc),
+        };
         tokio::spawn(async move {
             connection(tcp, peer, app, limits, stopping).await;
             drop(permit);
@@ -128,10 +131,18 @@ async fn serve_with(
     Ok(())
 }
 
+/// What a connection's requests are served by: the router, and the service for the hot POSTs
+/// answered without its walk ([`crate::http::hot`]).
+#[derive(Clone)]
+struct Served {
+    router: Router,
+    svc: Arc<Service>,
+}
+
 async fn connection(
     tcp: TcpStream,
     peer: SocketAddr,
-    app: Router,
+    app: Served,
     limits: Limits,
     mut stopping: watch::Receiver<bool>,
 ) {
@@ -144,9 +155,15 @@ async fn connection(
     let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer));
         let guard = InFlight::start(&tracked);
-        let answer = app.clone().oneshot(req);
+        let hot = crate::http::hot_endpoint(req.method(), req.uri().path());
+        let app = app.clone();
         async move {
-            let resp = answer.await?;
+            let resp = match hot {
+                // The three hot POSTs skip the router's walk (its path match, method router
+                // and boxed layers): the same guard and handler, called directly.
+                Some(endpoint) => crate::http::hot(app.svc, endpoint, req.map(Body::new)).await,
+                None => app.router.oneshot(req).await?,
+            };
             Ok::<_, std::convert::Infallible>(resp.map(|body| Tracked {
                 body,
                 _guard: guard,

@@ -16,7 +16,9 @@ use crate::service::Service;
 /// Runs `command`; an error is for the binary to print and exit on.
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve { config, workers } => serve(&config, workers.into()).await,
+        Command::Serve { config, workers } => {
+            serve(&config, workers.map_or_else(one_per_core, usize::from)).await
+        }
         Command::Status { url, json } => crate::status::print(&url, json).await,
         Command::Task { url, command } => super::task::run(&url, command).await,
         Command::Check { file, live } => super::check::check(&file, live).await,
@@ -150,6 +152,13 @@ async fn demo(speed: f64, no_progress: bool) -> anyhow::Result<ExitCode> {
         0 => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
+}
+
+/// `serve`'s serving threads when `--workers` is not given: one per core, as nginx's
+/// `worker_processes auto` (README "Performance": they proxy more requests than the shared
+/// runtime and take durable submits as fast).
+pub(super) fn one_per_core() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// `labrouter serve`: binds `server.listen` and runs the whole service until Ctrl-C or

@@ -9,11 +9,12 @@
 //! Every request it lets through carries its [`Owner`]: the hash of the key it was accepted
 //! with, or "" without one.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::time::Instant;
@@ -28,6 +29,9 @@ use crate::text::bounded;
 /// Host names a loopback router answers to without keys (any port).
 const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]", "host.docker.internal"];
 
+/// A browser's word on where a request comes from.
+static SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
+
 /// Headers a browser page may send us, for CORS preflights.
 const ALLOWED_HEADERS: &str =
     "authorization, content-type, x-labrouter-route, x-labrouter-wait, idempotency-key";
@@ -36,17 +40,27 @@ const ALLOWED_HEADERS: &str =
 const EXPOSED_HEADERS: &str =
     "x-labrouter-route, x-labrouter-target, x-labrouter-pick, x-labrouter-skipped, retry-after, idempotent-replayed";
 
-/// The middleware: every request passes here before any handler.
-pub async fn guard(state: State<Arc<Service>>, req: Request, next: Next) -> Response {
+/// The middleware: every request the router walks passes here before any handler.
+pub async fn guard(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
+    guarded(&svc, req, |req| next.run(req)).await
+}
+
+/// The guard around `next`: for the router's middleware, and for the hot POSTs served
+/// without the router's walk ([`super::hot`]).
+pub async fn guarded<F, Fut>(svc: &Service, req: Request, next: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     // Ollama's clients read `{"error": "..."}`: every refusal on its routes, the guard's own
     // included, is shaped so (docs/api.md "The Ollama endpoints"). One layer for both: a request
     // pays for one.
     let ollama = req.uri().path().starts_with("/api/");
-    let fleet = state.fleet();
+    let fleet = svc.fleet();
     let access = fleet.registry.server.access_log;
     let access = access.then(|| super::access::Access::of(&req));
     let started = Instant::now();
-    let resp = check(state, req, next).await;
+    let resp = check(svc, req, next).await;
     if let Some(crate::proxy::Waited(waited)) = resp.extensions().get() {
         let own = started.elapsed().saturating_sub(*waited);
         fleet.record_overhead(own.as_secs_f64());
@@ -62,12 +76,16 @@ pub async fn guard(state: State<Arc<Service>>, req: Request, next: Next) -> Resp
     resp
 }
 
-async fn check(State(svc): State<Arc<Service>>, mut req: Request, next: Next) -> Response {
+async fn check<F, Fut>(svc: &Service, mut req: Request, next: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let fleet = svc.fleet();
     let path = req.uri().path();
     // The router's own liveness answers everyone: it says nothing and changes nothing.
     if path == "/healthz" {
-        return next.run(req).await;
+        return next(req).await;
     }
     let headers = req.headers();
     let keyed = !fleet.api_keys.is_empty();
@@ -115,7 +133,7 @@ async fn check(State(svc): State<Arc<Service>>, mut req: Request, next: Next) ->
         }
         let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
         let fetch_site = headers
-            .get("sec-fetch-site")
+            .get(&SEC_FETCH_SITE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         let from_elsewhere = matches!(fetch_site, "cross-site" | "same-site");
@@ -133,7 +151,7 @@ async fn check(State(svc): State<Arc<Service>>, mut req: Request, next: Next) ->
         _ => None,
     };
     req.extensions_mut().insert(owner);
-    let mut resp = next.run(req).await;
+    let mut resp = next(req).await;
     if let Some(o) = cors_origin {
         let h = resp.headers_mut();
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, o);

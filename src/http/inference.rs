@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -87,10 +87,20 @@ pub(super) async fn read_body(
     })
 }
 
+/// `x-labrouter-wait`, named once (a name given as text is parsed at every lookup).
+static WAIT: HeaderName = HeaderName::from_static("x-labrouter-wait");
+
+/// `x-labrouter-route`: the route a request asks for by name, if it names one.
+pub(super) fn asked_route(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(&crate::proxy::ROUTE)
+        .and_then(|v| v.to_str().ok())
+}
+
 /// `x-labrouter-wait`: how long a request may wait for a machine to come back.
 pub(super) fn wait_header(headers: &HeaderMap) -> Result<Option<Duration>, AppError> {
     headers
-        .get("x-labrouter-wait")
+        .get(&WAIT)
         .map(|v| {
             v.to_str()
                 .map_err(|_| "expected a duration such as 30s".to_string())
@@ -118,7 +128,11 @@ pub(super) fn needs_model(fleet: &crate::fleet::Fleet) -> AppError {
     )
 }
 
-async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<Response, AppError> {
+pub(super) async fn completion(
+    svc: &Service,
+    endpoint: Endpoint,
+    req: Request,
+) -> Result<Response, AppError> {
     let fleet = svc.fleet();
     let (parts, body) = req.into_parts();
     let key = idempotency::key_of(&parts.headers)?;
@@ -128,7 +142,6 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     if key.is_some() && parsed.stream && endpoint != Endpoint::Embeddings {
         return Err(idempotency::streamed());
     }
-    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let wait = wait_header(&parts.headers)?;
     // A vector store must never get vectors from a model it did not ask for (docs/api.md).
     // Routing reads a missing, empty or `auto` model alike: as "route by content".
@@ -140,7 +153,7 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     let ask = crate::route::Ask {
         kind: endpoint.kind(),
         path: endpoint.client_path(),
-        header: header("x-labrouter-route"),
+        header: asked_route(&parts.headers),
         model: parsed.model.as_deref(),
         text: &parsed.text,
         has_image: parsed.has_image,
@@ -159,9 +172,9 @@ async fn completion(svc: &Service, endpoint: Endpoint, req: Request) -> Result<R
     let detach = idempotency::Detach::new(server, parsed.body.len(), wait.is_some());
     let front = detach.noting(crate::proxy::OpenAi { endpoint, parsed });
     let work = crate::proxy::forward(Arc::clone(&fleet), front, decision, wait);
-    idempotency::of(svc)
-        .answer(keyed, limit, detach, work)
-        .await
+    // Boxed: a keyed request's future holds the walk's and its own, and would make every
+    // request's future as large (each move of it a copy).
+    Box::pin(idempotency::of(svc).answer(keyed, limit, detach, work)).await
 }
 
 /// `GET /v1/models`: logical models and routes, in OpenAI's list shape.

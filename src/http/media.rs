@@ -17,7 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::error::{AppError, Code};
-use super::inference::{read_body, wait_header};
+use super::inference::{asked_route, read_body, wait_header};
 use crate::body::Unread;
 use crate::fleet::Fleet;
 use crate::multipart::Upload;
@@ -82,9 +82,7 @@ fn decide(
     let ask = Ask {
         kind: endpoint.kind(),
         path: endpoint.client_path(),
-        header: headers
-            .get("x-labrouter-route")
-            .and_then(|v| v.to_str().ok()),
+        header: asked_route(headers),
         model,
         text: "",
         has_image: false,

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{AppError, Code};
-use super::inference::{needs_model, read_body, wait_header};
+use super::inference::{asked_route, needs_model, read_body, wait_header};
 use crate::fleet::Fleet;
 use crate::ollama::translate::Request as OllamaRequest;
 use crate::ollama::{resolve, resolve_any, untagged, Call, Ollama};
@@ -80,10 +80,7 @@ async fn work(svc: &Service, call: Call, req: Request) -> Result<Response, AppEr
     if call.embeds() && matches!(asked.as_deref().map(untagged), None | Some("auto")) {
         return Err(needs_model(&fleet));
     }
-    let route = parts
-        .headers
-        .get("x-labrouter-route")
-        .and_then(|v| v.to_str().ok());
+    let route = asked_route(&parts.headers);
     let kind = if call.embeds() {
         Kind::Embed
     } else {

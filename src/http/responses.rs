@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::error::{AppError, Code};
-use super::inference::{read_body, wait_header};
+use super::inference::{asked_route, read_body, wait_header};
 use super::owner::Owner;
 use crate::proxy::MachineAnswer;
 use crate::request::Parsed;
@@ -59,12 +59,11 @@ pub async fn create(State(svc): State<Arc<Service>>, req: Request) -> Result<Res
     let continued = earlier.is_some();
     let body = turn.body(earlier, server.max_body)?;
     let parsed = Parsed::new(Endpoint::Responses, body)?;
-    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let wait = wait_header(&parts.headers)?;
     let ask = crate::route::Ask {
         kind: Endpoint::Responses.kind(),
         path: Endpoint::Responses.client_path(),
-        header: header("x-labrouter-route"),
+        header: asked_route(&parts.headers),
         model: parsed.model.as_deref(),
         text: &parsed.text,
         has_image: parsed.has_image,
