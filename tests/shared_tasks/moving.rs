@@ -1,0 +1,416 @@
+//! `labrouter task export|import` (README "Moving a queue"), the real binary on a real
+//! SQLite file and a real durable `redis-server`: tasks keep every field across local →
+//! shared → local; a file that is not whole (cut mid-line, cut at a line, a garbage line, an
+//! oversize line) is refused naming the line, and the target queue is left as it was; an
+//! imported idempotency key answers a resend with the imported task, and the machine sees
+//! no request for it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::pool::durable_redis;
+use crate::process::Router;
+use crate::redis::RedisServer;
+use crate::routers::Lab;
+
+/// How a `labrouter task` run ended: its exit code and what it said on stderr.
+struct Ran {
+    ok: bool,
+    said: String,
+}
+
+/// `labrouter task VERB FILE --config CONFIG`, Redis at `redis`.
+fn task(verb: &str, file: &Path, config: &Path, redis: &str) -> Ran {
+    let out = Command::new(env!("CARGO_BIN_EXE_labrouter"))
+        .args(["task", verb])
+        .arg(file)
+        .arg("--config")
+        .arg(config)
+        .env("LABROUTER_REDIS_URL", redis)
+        .env_remove("LABROUTER_CONFIG")
+        .output()
+        .expect("the labrouter binary runs");
+    Ran {
+        ok: out.status.success(),
+        said: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A registry with its queue `local` (state under `dir/state`) or `shared` (prefix `pool`).
+fn registry(dir: &Path, name: &str, queue: &str) -> PathBuf {
+    let state = dir.join(format!("{name}-state"));
+    let cluster = match queue {
+        "shared" => "cluster:\n  redis_url_env: LABROUTER_REDIS_URL\n  prefix: pool\n  node: mover\n  tasks: shared\n",
+        _ => "",
+    };
+    let text = format!(
+        r#"server:
+  listen: 127.0.0.1:0
+  state_dir: "{state}"
+  max_upstream_body: 1MiB
+{cluster}machines:
+  box: {{ url: "http://127.0.0.1:9" }}
+models:
+  m: {{ machine: box, name: model }}
+routes:
+  - {{ name: main, default: true, chain: [m] }}
+"#,
+        state = state.display()
+    );
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const T0: i64 = 1_796_000_000_000;
+
+fn at(s: i64) -> String {
+    jiff::Timestamp::from_millisecond(T0 + s * 1000)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn id(n: u32) -> String {
+    format!("tsk_0123456789abcdefghjkm{n:05}")
+}
+
+fn digest(c: char) -> String {
+    std::iter::repeat_n(c, 64).collect()
+}
+
+/// A task line with every field, `status` and what goes with it.
+fn line(n: u32, status: &str) -> Value {
+    let finished = matches!(status, "succeeded" | "failed" | "cancelled" | "expired");
+    let mut t = json!({
+        "id": id(n), "status": status, "owner": if n % 2 == 0 { "" } else { "0f0e" },
+        "endpoint": "chat/completions", "route": "main", "accept": "chain",
+        "priority": n as i64 - 3, "after": [], "metadata": {"job": format!("n{n}")},
+        "created_ms": T0 + i64::from(n), "started_ms": null, "finished_ms": null,
+        "deadline_ms": T0 + 86_400_000, "attempts_used": 0, "max_attempts": 3,
+        "interrupted": 0, "attempts": [], "waiting_for": null,
+        "request": {"model": "auto", "messages": [{"role": "user", "content": format!("task {n}")}]},
+        "result": null, "error": null, "callback": null, "idempotency": null,
+    });
+    if finished {
+        t["request"] = Value::Null;
+        t["started_ms"] = json!(T0 + 2000);
+        t["finished_ms"] = json!(T0 + 9000);
+    }
+    t
+}
+
+/// Tasks in every status, with every field that can be set set somewhere.
+fn sample() -> Vec<Value> {
+    let skipped =
+        json!({"at": at(3), "target": "m@box", "outcome": "skipped", "reason": "circuit_open"});
+    let failed = json!({"at": at(4), "target": "m@box", "outcome": "failed", "reason": "http_5xx",
+        "detail": "502 from box", "charged": true});
+    let interrupted = json!({"at": at(5), "target": "", "outcome": "interrupted", "reason": null,
+        "detail": "the router stopped while this task was running"});
+    let mut out = Vec::new();
+    let mut t = line(1, "succeeded");
+    t["attempts"] = json!([skipped]);
+    t["result"] = json!({"status": 200, "target": "m@box",
+        "body": {"choices": [{"message": {"role": "assistant", "content": "done"}}]}});
+    t["callback"] = json!({"url": "http://127.0.0.1:9/done", "state": "delivered", "attempts": 1, "last_error": null});
+    t["idempotency"] = json!({"key": digest('a'), "fingerprint": digest('b')});
+    out.push(t);
+    let mut t = line(2, "failed");
+    t["attempts"] = json!([failed, failed]);
+    t["attempts_used"] = json!(2);
+    t["max_attempts"] = json!(2);
+    t["error"] = json!({"type": "task_error", "code": "attempts_exhausted", "message": "no machine served it",
+        "upstream": {"error": {"message": "bad"}}});
+    t["callback"] = json!({"url": "http://127.0.0.1:9/done", "state": "failed", "attempts": 7, "last_error": "connect refused"});
+    out.push(t);
+    let mut t = line(3, "cancelled");
+    t["error"] =
+        json!({"type": "task_error", "code": "cancelled", "message": "cancelled by its owner"});
+    out.push(t);
+    let mut t = line(4, "expired");
+    t["error"] = json!({"type": "task_error", "code": "deadline_exceeded", "message": "its deadline passed"});
+    out.push(t);
+    let mut t = line(5, "queued");
+    t["callback"] = json!({"url": "http://127.0.0.1:9/done", "state": "pending", "attempts": 0, "last_error": null});
+    t["idempotency"] = json!({"key": digest('c'), "fingerprint": digest('d')});
+    out.push(t);
+    let mut t = line(6, "waiting");
+    t["attempts"] = json!([skipped]);
+    t["waiting_for"] = json!("every target of route 'main' is open");
+    t["accept"] = json!("same_model");
+    out.push(t);
+    let mut t = line(7, "blocked");
+    t["after"] = json!([id(5)]);
+    out.push(t);
+    let mut t = line(8, "running");
+    t["started_ms"] = json!(T0 + 2000);
+    t["attempts"] = json!([failed, interrupted]);
+    t["attempts_used"] = json!(1);
+    t["interrupted"] = json!(1);
+    out.push(t);
+    out
+}
+
+/// An export file of `tasks`, as text.
+fn file_of(tasks: &[Value]) -> String {
+    let mut text =
+        json!({"format": "labrouter-tasks", "version": 1, "from": "local", "count": tasks.len()})
+            .to_string();
+    for t in tasks {
+        text.push('\n');
+        text.push_str(&t.to_string());
+    }
+    text.push('\n');
+    text.push_str(&json!({"end": "labrouter-tasks", "count": tasks.len()}).to_string());
+    text.push('\n');
+    text
+}
+
+/// The task lines of an export file (no header, no trailer), and its header.
+fn tasks_in(path: &Path) -> (Value, Vec<String>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 2, "{text}");
+    let header: Value = serde_json::from_str(lines[0]).unwrap();
+    let trailer: Value = serde_json::from_str(lines[lines.len() - 1]).unwrap();
+    assert_eq!(trailer["count"], header["count"], "{text}");
+    let tasks = lines[1..lines.len() - 1]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    (header, tasks)
+}
+
+fn values(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Every key of the Redis, sorted, and the value of each (as `DUMP` would differ by
+/// encoding, the test reads the count and the names): what an import must not change.
+async fn redis_keys(redis: &RedisServer) -> Value {
+    let mut c = redis.client().await;
+    json!(format!("{:?}", c.cmd(&["KEYS", "*"]).await))
+}
+
+#[tokio::test]
+async fn every_field_survives_local_to_shared_and_back() {
+    let redis = durable_redis().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (local, shared, back) = (
+        registry(dir.path(), "local", "local"),
+        registry(dir.path(), "shared", "shared"),
+        registry(dir.path(), "back", "local"),
+    );
+    let url = redis.url();
+    let f = |name: &str| dir.path().join(name);
+    std::fs::write(f("seed.jsonl"), file_of(&sample())).unwrap();
+
+    let r = task("import", &f("seed.jsonl"), &local, &url);
+    assert!(r.ok, "{}", r.said);
+    assert!(
+        r.said.contains("8 tasks imported into the local queue"),
+        "{}",
+        r.said
+    );
+    let r = task("export", &f("a.jsonl"), &local, &url);
+    assert!(r.ok, "{}", r.said);
+    let (header, a) = tasks_in(&f("a.jsonl"));
+    assert_eq!(header["from"], "local");
+    assert_eq!(header["count"], 8);
+    assert_eq!(values(&a), sample(), "the local queue keeps every field");
+    assert!(!f("a.jsonl.tmp").exists(), "written beside, then renamed");
+
+    let r = task("import", &f("a.jsonl"), &shared, &url);
+    assert!(r.ok, "{}", r.said);
+    let r = task("export", &f("b.jsonl"), &shared, &url);
+    assert!(r.ok, "{}", r.said);
+    let (header, b) = tasks_in(&f("b.jsonl"));
+    assert_eq!(header["from"], "shared");
+    assert_eq!(b, a, "the shared queue keeps every field, in submit order");
+
+    let r = task("import", &f("b.jsonl"), &back, &url);
+    assert!(r.ok, "{}", r.said);
+    let r = task("export", &f("c.jsonl"), &back, &url);
+    assert!(r.ok, "{}", r.said);
+    assert_eq!(tasks_in(&f("c.jsonl")).1, b, "and back to a local queue");
+
+    // Ids already there: refused, naming them, nothing written.
+    let before = redis_keys(&redis).await;
+    let r = task("import", &f("a.jsonl"), &shared, &url);
+    assert!(!r.ok);
+    assert!(r.said.contains(&format!("task {}", id(1))), "{}", r.said);
+    assert!(
+        r.said.contains("and 5 more") && r.said.contains("nothing was imported"),
+        "{}",
+        r.said
+    );
+    assert_eq!(redis_keys(&redis).await, before);
+    let r = task("import", &f("a.jsonl"), &back, &url);
+    assert!(
+        !r.ok && r.said.contains("nothing was imported"),
+        "{}",
+        r.said
+    );
+}
+
+/// Refused with `expect` in what it says; the local and the shared queue unchanged.
+async fn refused(dir: &Path, redis: &RedisServer, name: &str, text: &[u8], expect: &str) {
+    let (local, shared) = (
+        registry(dir, "local", "local"),
+        registry(dir, "shared", "shared"),
+    );
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    let keys = redis_keys(redis).await;
+    let exported = dir.join("before.jsonl");
+    assert!(task("export", &exported, &local, &redis.url()).ok);
+    for config in [&local, &shared] {
+        let r = task("import", &file, config, &redis.url());
+        assert!(!r.ok, "{name}: refused");
+        assert!(r.said.contains(expect), "{name}: {}", r.said);
+    }
+    assert_eq!(redis_keys(redis).await, keys, "{name}: Redis unchanged");
+    let after = dir.join("after.jsonl");
+    assert!(task("export", &after, &local, &redis.url()).ok);
+    assert_eq!(
+        tasks_in(&after).1,
+        tasks_in(&exported).1,
+        "{name}: SQLite unchanged"
+    );
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_whole_is_refused_naming_the_line_and_nothing_changes() {
+    let redis = durable_redis().await;
+    let dir = tempfile::tempdir().unwrap();
+    let local = registry(dir.path(), "local", "local");
+    // Something in both queues already, to see it stay as it is.
+    let seed = dir.path().join("seed.jsonl");
+    std::fs::write(&seed, file_of(&sample()[..2])).unwrap();
+    assert!(task("import", &seed, &local, &redis.url()).ok);
+    let shared = registry(dir.path(), "shared", "shared");
+    assert!(task("import", &seed, &shared, &redis.url()).ok);
+
+    let whole = file_of(&sample()[2..]);
+    let lines: Vec<&str> = whole.lines().collect();
+    let cut_mid = &whole.as_bytes()
+        [..whole.len() - lines[lines.len() - 2].len() / 2 - lines[lines.len() - 1].len() - 1];
+    refused(
+        dir.path(),
+        &redis,
+        "mid.jsonl",
+        cut_mid,
+        "line 7: it is cut short",
+    )
+    .await;
+    // Cut at a line boundary: every line whole, only the count (no trailer) shows it.
+    let cut_line: String = lines[..5].iter().map(|l| format!("{l}\n")).collect();
+    refused(
+        dir.path(),
+        &redis,
+        "boundary.jsonl",
+        cut_line.as_bytes(),
+        "line 5: the file ends without its trailer: it was cut short (the header says 6 tasks; 4 were read)",
+    )
+    .await;
+    // A trailer whose count disagrees.
+    let mut short = lines.clone();
+    short.remove(3);
+    let short: String = short.iter().map(|l| format!("{l}\n")).collect();
+    refused(
+        dir.path(),
+        &redis,
+        "count.jsonl",
+        short.as_bytes(),
+        "line 7: the header says 6 tasks, the trailer 6, and the file holds 5",
+    )
+    .await;
+    // A garbage line, and a task with a wrong value.
+    let mut bad = lines.clone();
+    bad[3] = "{\"id\": oops";
+    let bad: String = bad.iter().map(|l| format!("{l}\n")).collect();
+    refused(
+        dir.path(),
+        &redis,
+        "garbage.jsonl",
+        bad.as_bytes(),
+        "line 4: not a task",
+    )
+    .await;
+    let mut wrong = sample()[2..].to_vec();
+    wrong[1]["priority"] = json!(500);
+    refused(
+        dir.path(),
+        &redis,
+        "value.jsonl",
+        file_of(&wrong).as_bytes(),
+        "line 3: priority 500 is outside -100..100",
+    )
+    .await;
+    // An oversize line: more than a request, a result (max_upstream_body 1MiB) and a MiB.
+    let mut big = sample()[2..].to_vec();
+    big[2]["metadata"]["blob"] = json!("x".repeat(4 << 20));
+    refused(
+        dir.path(),
+        &redis,
+        "big.jsonl",
+        file_of(&big).as_bytes(),
+        "line 4: 4195038 bytes, more than a task's line may hold",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_imported_idempotency_key_answers_a_resend_with_the_imported_task() {
+    let mut lab = Lab::start("30s", 1).await;
+    // A local router first: one keyed task, served.
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local.yaml");
+    let text = lab.registry("old", &dir.path().join("old-state"));
+    std::fs::write(&local, text.replace("tasks: shared", "tasks: local")).unwrap();
+    let env = [("LABROUTER_REDIS_URL", lab.redis.url())];
+    lab.routers.push(Router::start_with(&local, &env).await);
+    let resp = lab.submit(0, 1, Some("nightly-1")).await;
+    assert_eq!(resp.status(), 202);
+    let first: Value = resp.json().await.unwrap();
+    let id = first["id"].as_str().unwrap().to_string();
+    lab.until("the task succeeded", Duration::from_secs(20), async || {
+        lab.get(0, &format!("/v1/tasks/{id}")).await.1["status"] == "succeeded"
+    })
+    .await;
+    let done = lab.get(0, &format!("/v1/tasks/{id}")).await.1;
+    let mut r = lab.routers.pop().unwrap();
+    r.terminate(Duration::from_secs(10)).await;
+    let served = lab.sim.work_hits();
+    assert_eq!(served, 1, "the task was served once");
+
+    let file = dir.path().join("moved.jsonl");
+    let ran = task("export", &file, &local, &lab.redis.url());
+    assert!(ran.ok, "{}", ran.said);
+    let shared = dir.path().join("shared.yaml");
+    std::fs::write(&shared, &text).unwrap();
+    let ran = task("import", &file, &shared, &lab.redis.url());
+    assert!(ran.ok, "{}", ran.said);
+
+    let new = lab.add_router("new").await;
+    let resp = lab.submit(new, 1, Some("nightly-1")).await;
+    assert_eq!(resp.status(), 200, "a replay");
+    assert_eq!(resp.headers()["idempotent-replayed"], "true");
+    let again: Value = resp.json().await.unwrap();
+    assert_eq!(again["id"], first["id"], "the imported task");
+    assert_eq!(again["status"], "succeeded");
+    assert_eq!(again["result"], done["result"]);
+    assert!(done["result"].is_object(), "{done}");
+    assert_eq!(
+        lab.sim.work_hits(),
+        served,
+        "no request reached the machine for the resend"
+    );
+}
