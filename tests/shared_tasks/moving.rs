@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use labrouter::outcome::{TaskCode, TaskStatus};
 use serde_json::{json, Value};
 
 use crate::pool::durable_redis;
@@ -39,11 +40,12 @@ fn task(verb: &str, file: &Path, config: &Path, redis: &str) -> Ran {
     }
 }
 
-/// A registry with its queue `local` (state under `dir/state`) or `shared` (prefix `pool`).
+/// A registry with its queue `local` (state under `dir/NAME-state`) or `shared` (prefix
+/// `lab`, as [`crate::pool::router`]'s).
 fn registry(dir: &Path, name: &str, queue: &str) -> PathBuf {
     let state = dir.join(format!("{name}-state"));
     let cluster = match queue {
-        "shared" => "cluster:\n  redis_url_env: LABROUTER_REDIS_URL\n  prefix: pool\n  node: mover\n  tasks: shared\n",
+        "shared" => "cluster:\n  redis_url_env: LABROUTER_REDIS_URL\n  prefix: lab\n  node: mover\n  tasks: shared\n",
         _ => "",
     };
     let text = format!(
@@ -86,7 +88,7 @@ fn digest(c: char) -> String {
 fn line(n: u32, status: &str) -> Value {
     let finished = matches!(status, "succeeded" | "failed" | "cancelled" | "expired");
     let mut t = json!({
-        "id": id(n), "status": status, "owner": if n % 2 == 0 { "" } else { "0f0e" },
+        "id": id(n), "status": status, "owner": if n.is_multiple_of(2) { "" } else { "0f0e" },
         "endpoint": "chat/completions", "route": "main", "accept": "chain",
         "priority": n as i64 - 3, "after": [], "metadata": {"job": format!("n{n}")},
         "created_ms": T0 + i64::from(n), "started_ms": null, "finished_ms": null,
@@ -235,6 +237,20 @@ async fn every_field_survives_local_to_shared_and_back() {
     assert_eq!(header["from"], "shared");
     assert_eq!(b, a, "the shared queue keeps every field, in submit order");
 
+    // The task that was running is taken as its router's death leaves it: the next claim
+    // records the interruption, its second, so it fails; the claim takes the next task.
+    let q = crate::pool::router(&url, Duration::from_secs(30)).await;
+    let claimed = q.claim().await.unwrap().expect("a task is due");
+    assert_eq!(
+        claimed.task.id.as_str(),
+        id(6),
+        "priority 3, the highest due"
+    );
+    let ran = q.get(&id(8).parse().unwrap()).await.unwrap().unwrap().task;
+    assert_eq!((ran.status, ran.interrupted), (TaskStatus::Failed, 2));
+    assert_eq!(ran.error.unwrap().code, TaskCode::Interrupted);
+    assert_eq!(q.take_ended(10).await.unwrap(), vec![ran.id]);
+
     let r = task("import", &f("b.jsonl"), &back, &url);
     assert!(r.ok, "{}", r.said);
     let r = task("export", &f("c.jsonl"), &back, &url);
@@ -377,6 +393,15 @@ async fn an_imported_idempotency_key_answers_a_resend_with_the_imported_task() {
     std::fs::write(&local, text.replace("tasks: shared", "tasks: local")).unwrap();
     let env = [("LABROUTER_REDIS_URL", lab.redis.url())];
     lab.routers.push(Router::start_with(&local, &env).await);
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, file_of(&[])).unwrap();
+    let ran = task("import", &empty, &local, &lab.redis.url());
+    assert!(!ran.ok, "refused while the router runs");
+    assert!(
+        ran.said.contains("a router has the state store") && ran.said.contains("stop it first"),
+        "{}",
+        ran.said
+    );
     let resp = lab.submit(0, 1, Some("nightly-1")).await;
     assert_eq!(resp.status(), 202);
     let first: Value = resp.json().await.unwrap();

@@ -12,7 +12,7 @@ use redis::Script;
 
 use super::answers::spoiled;
 use super::{record, score, scripts::COMMON, QueueError, SharedQueue};
-use crate::outcome::AttemptOutcome;
+use crate::outcome::{AttemptOutcome, Delivery};
 use crate::store::tasks::moving::{listed, Moved};
 use crate::store::tasks::Idem;
 use crate::task::TaskId;
@@ -67,15 +67,17 @@ end
 return out
 ";
 
-/// Writes a batch of tasks, none if one of their ids or keys is there already.
+/// Writes a batch of tasks, none if one of their ids or keys is there already. A finished
+/// task whose callback is still to be delivered joins `ended`, whose tasks' callbacks the
+/// next router to look sends (as for a task a claim failed).
 /// ARGV: prefix, then per task: id, status, score, owner, doc, req, result, lapses,
-/// ended_ms ('' = unfinished), key hash ('' = none), fingerprint.
+/// ended_ms ('' = unfinished), key hash ('' = none), fingerprint, deliver ('1' or '').
 /// Returns `{'written', n}`, `{'present', what}` or `{'!', why}`.
 const IMPORT: &str = r"
 local base = ARGV[1]
-local n = (#ARGV - 1) / 11
+local n = (#ARGV - 1) / 12
 for i = 0, n - 1 do
-  local a = 2 + i * 11
+  local a = 2 + i * 12
   if redis.call('EXISTS', base .. 't:' .. ARGV[a]) == 1 then return {'present', 'task ' .. ARGV[a]} end
   if ARGV[a + 9] ~= '' and redis.call('EXISTS', base .. 'idem:' .. ARGV[a + 9]) == 1 then
     return {'present', 'the idempotency key of task ' .. ARGV[a]}
@@ -89,7 +91,7 @@ if type(first) ~= 'number' then return {'!', 'the task counter holds no whole nu
 first = first - n
 local unfinished = {blocked = true, queued = true, waiting = true, running = true}
 for i = 0, n - 1 do
-  local a = 2 + i * 11
+  local a = 2 + i * 12
   local id, status, score, owner = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local k = base .. 't:' .. id
   redis.call('HSET', k, 'status', status, 'owner', owner, 'doc', ARGV[a + 4], 'req', ARGV[a + 5],
@@ -107,6 +109,7 @@ for i = 0, n - 1 do
     redis.call('SET', ik, ARGV[a + 10] .. ' ' .. id)
     redis.call('HSET', k, 'idem', ik)
   end
+  if ARGV[a + 11] == '1' then redis.call('RPUSH', base .. 'ended', id) end
 end
 return {'written', tostring(n)}
 ";
@@ -229,7 +232,7 @@ impl SharedQueue {
         Ok(())
     }
 
-    /// One task's eleven arguments of [`IMPORT`].
+    /// One task's twelve arguments of [`IMPORT`].
     fn import_args(&self, call: &mut redis::ScriptInvocation<'_>, m: &Moved) {
         let t = &m.task;
         call.arg(t.id.as_str())
@@ -245,7 +248,11 @@ impl SharedQueue {
                 false => String::new(),
             })
             .arg(m.idem.as_ref().map_or("", |i| i.key.as_str()))
-            .arg(m.idem.as_ref().map_or("", |i| i.fingerprint.as_str()));
+            .arg(m.idem.as_ref().map_or("", |i| i.fingerprint.as_str()))
+            .arg(match (&t.callback, t.status.is_finished()) {
+                (Some(c), true) if c.state == Delivery::Pending => "1",
+                _ => "",
+            });
     }
 }
 
