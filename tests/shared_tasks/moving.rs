@@ -5,6 +5,7 @@
 //! imported idempotency key answers a resend with the imported task, and the machine sees
 //! no request for it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -194,11 +195,38 @@ fn values(lines: &[String]) -> Vec<Value> {
         .collect()
 }
 
-/// Every key of the Redis, sorted, and the value of each (as `DUMP` would differ by
-/// encoding, the test reads the count and the names): what an import must not change.
-async fn redis_keys(redis: &RedisServer) -> Value {
+/// Every key of the Redis with what it holds (hash fields and sorted-set members sorted):
+/// what a refused import must leave as it was.
+async fn redis_keys(redis: &RedisServer) -> BTreeMap<String, String> {
+    use crate::redis::Reply;
     let mut c = redis.client().await;
-    json!(format!("{:?}", c.cmd(&["KEYS", "*"]).await))
+    let texts = |r: Reply| -> Vec<String> {
+        match r {
+            Reply::Arr(items) => items.iter().map(|i| format!("{i:?}")).collect(),
+            other => vec![format!("{other:?}")],
+        }
+    };
+    let mut out = BTreeMap::new();
+    let Reply::Arr(keys) = c.cmd(&["KEYS", "*"]).await else {
+        panic!("KEYS answers an array")
+    };
+    for key in keys {
+        let key = key.text().unwrap().to_string();
+        let kind = format!("{:?}", c.cmd(&["TYPE", &key]).await);
+        let mut held = match kind.as_str() {
+            k if k.contains("hash") => texts(c.cmd(&["HGETALL", &key]).await),
+            k if k.contains("zset") => {
+                texts(c.cmd(&["ZRANGE", &key, "0", "-1", "WITHSCORES"]).await)
+            }
+            k if k.contains("list") => texts(c.cmd(&["LRANGE", &key, "0", "-1"]).await),
+            _ => texts(c.cmd(&["GET", &key]).await),
+        };
+        if !kind.contains("list") {
+            held.sort();
+        }
+        out.insert(key, format!("{kind} {held:?}"));
+    }
+    out
 }
 
 #[tokio::test]
