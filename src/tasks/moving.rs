@@ -212,8 +212,14 @@ fn tasks_of(lines: &[&[u8]], count: u64) -> Result<Vec<Moved>, (usize, String)> 
         }
         let line: Line = parse(l).map_err(|e| (n, format!("not a task: {e}")))?;
         let m = line.moved().map_err(|why| (n, why))?;
-        if let Some(first) = seen.insert(m.task.id.clone(), n) {
+        if let Some(first) = seen.insert(m.task.id.to_string(), n) {
             return Err((n, format!("task {} is on line {first} too", m.task.id)));
+        }
+        if let Some(first) = m.idem.as_ref().and_then(|i| seen.insert(i.key.clone(), n)) {
+            return Err((
+                n,
+                format!("its idempotency key is the one on line {first} too"),
+            ));
         }
         out.push(m);
     }

@@ -398,6 +398,29 @@ async fn a_file_that_is_not_whole_is_refused_naming_the_line_and_nothing_changes
         "line 3: priority 500 is outside -100..100",
     )
     .await;
+    // A task twice, and an idempotency key twice.
+    let mut twice = sample()[2..].to_vec();
+    twice[2] = twice[1].clone();
+    let said = format!("line 4: task {} is on line 3 too", id(4));
+    refused(
+        dir.path(),
+        &redis,
+        "twice.jsonl",
+        file_of(&twice).as_bytes(),
+        &said,
+    )
+    .await;
+    let mut keys = sample()[2..].to_vec();
+    keys[3]["idempotency"] = keys[2]["idempotency"].clone();
+    let said = "line 5: its idempotency key is the one on line 4 too";
+    refused(
+        dir.path(),
+        &redis,
+        "keys.jsonl",
+        file_of(&keys).as_bytes(),
+        said,
+    )
+    .await;
     // An oversize line: more than a request, a result (max_upstream_body 1MiB) and a MiB.
     let mut big = sample()[2..].to_vec();
     big[2]["metadata"]["blob"] = json!("x".repeat(4 << 20));

@@ -21,7 +21,8 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// `task export FILE`.
 pub async fn export(file: &Path, config: &Path) -> anyhow::Result<ExitCode> {
     let reg = Registry::load(config)?;
-    let (from, tasks) = match mode(&reg) {
+    let from = mode(&reg);
+    let tasks = match from {
         QueueMode::Local => {
             let path = store_of(&reg);
             anyhow::ensure!(
@@ -30,10 +31,11 @@ pub async fn export(file: &Path, config: &Path) -> anyhow::Result<ExitCode> {
                 path.display(),
                 config.display()
             );
-            ("local", local::export(&path)?)
+            local::export(&path)?
         }
-        QueueMode::Shared => ("shared", shared(&reg).await?.export().await?),
+        QueueMode::Shared => shared(&reg).await?.export().await?,
     };
+    let from = from.as_str();
     write(file, from, &tasks)?;
     eprintln!(
         "{}: {} tasks exported from the {from} queue",
@@ -47,16 +49,12 @@ pub async fn export(file: &Path, config: &Path) -> anyhow::Result<ExitCode> {
 pub async fn import(file: &Path, config: &Path) -> anyhow::Result<ExitCode> {
     let reg = Registry::load(config)?;
     let tasks = read(file, Bounds::of(&reg))?;
-    let into = match mode(&reg) {
-        QueueMode::Local => {
-            local::import(&store_of(&reg), &tasks)?;
-            "local"
-        }
-        QueueMode::Shared => {
-            shared(&reg).await?.import(&tasks).await?;
-            "shared"
-        }
-    };
+    let into = mode(&reg);
+    match into {
+        QueueMode::Local => local::import(&store_of(&reg), &tasks)?,
+        QueueMode::Shared => shared(&reg).await?.import(&tasks).await?,
+    }
+    let into = into.as_str();
     eprintln!(
         "{}: {} tasks imported into the {into} queue",
         file.display(),

@@ -4,9 +4,13 @@
 
 use std::path::Path;
 
-use super::read::row;
-use super::*;
+use bytes::Bytes;
+use rusqlite::{params, OptionalExtension, Transaction};
+
+use super::read::{has_table, read_at, row};
+use super::{insert_task, Idem, COLUMNS};
 use crate::store::{schema, sqlite, StoreError};
+use crate::task::Task;
 
 /// A task as it moves between queues: the task, its request body (while it is unfinished)
 /// and the Idempotency-Key that made it.
