@@ -65,6 +65,8 @@ mod hostile;
 mod lease;
 #[path = "shared_tasks/moving.rs"]
 mod moving;
+#[path = "shared_tasks/moving_file.rs"]
+mod moving_file;
 #[path = "shared_tasks/outage.rs"]
 mod outage;
 #[path = "shared_tasks/pool.rs"]
