@@ -176,6 +176,22 @@ async fn every_field_survives_local_to_shared_and_back() {
         "{}",
         r.said
     );
+    // In the local queue too: the router that next starts on the store records the
+    // interruption, the task's second, and fails it.
+    let router = Router::start(&back).await;
+    let client = reqwest::Client::new();
+    let t = crate::process::finished(&client, &router.base, &id(8)).await;
+    assert_eq!(
+        (&t["status"], &t["error"]["code"]),
+        (&json!("failed"), &json!("interrupted")),
+        "{t}"
+    );
+    let interrupted = t["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["outcome"] == "interrupted");
+    assert_eq!(interrupted.count(), 2, "{t}");
 }
 
 /// Refused with `expect` in what it says; the local and the shared queue unchanged.
