@@ -250,3 +250,6 @@ fn read_whole(path: &Path) -> Result<Vec<u8>, String> {
     }
     Ok(bytes)
 }
+
+#[cfg(test)]
+mod tests;
