@@ -13,7 +13,7 @@ use std::time::Duration;
 use labrouter::outcome::{TaskCode, TaskStatus};
 use serde_json::{json, Value};
 
-use crate::moving_file::{file_of, id, sample, tasks_in, values};
+use crate::moving_file::{file_of, id, line, sample, tasks_in, values};
 use crate::pool::durable_redis;
 use crate::process::Router;
 use crate::redis::RedisServer;
@@ -379,4 +379,33 @@ async fn an_imported_idempotency_key_answers_a_resend_with_the_imported_task() {
         served,
         "no request reached the machine for the resend"
     );
+}
+
+#[tokio::test]
+async fn a_queue_of_hundreds_moves_in_pages_and_batches_in_submit_order() {
+    let redis = durable_redis().await;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = registry(dir.path(), "shared", "shared");
+    let tasks: Vec<Value> = (1..=250)
+        .map(|n| {
+            let mut t = line(n, "queued");
+            t["created_ms"] = json!(1_796_000_000_000_i64 + i64::from(251 - n));
+            t["id"] = json!(id(1000 - n));
+            t["priority"] = json!(0);
+            t
+        })
+        .collect();
+    let file = dir.path().join("many.jsonl");
+    std::fs::write(&file, file_of(&tasks)).unwrap();
+    let r = task("import", &file, &shared, &redis.url());
+    assert!(r.ok, "{}", r.said);
+    let out = dir.path().join("out.jsonl");
+    assert!(task("export", &out, &shared, &redis.url()).ok);
+    // In the order they were imported (submit order), not their ids' or ages' order.
+    assert_eq!(values(&tasks_in(&out).1), tasks);
+    let local = registry(dir.path(), "local", "local");
+    assert!(task("import", &out, &local, &redis.url()).ok);
+    let back = dir.path().join("back.jsonl");
+    assert!(task("export", &back, &local, &redis.url()).ok);
+    assert_eq!(values(&tasks_in(&back).1), tasks);
 }

@@ -19,8 +19,10 @@ use crate::task::TaskId;
 
 /// Tasks read per export script.
 const PAGE: usize = 100;
-/// Tasks written per import script (one fsync each).
+/// Tasks written per import script (one fsync each), at most.
 const BATCH: usize = 100;
+/// Bytes of requests and results per import script, at most (one larger task goes alone).
+const BATCH_BYTES: usize = 8 << 20;
 /// Ids (and keys) looked at per check script.
 const CHECK: usize = 1000;
 
@@ -214,7 +216,8 @@ impl SharedQueue {
             return Err(ImportError::Present(listed(&found)));
         }
         let import = script(IMPORT);
-        for (i, chunk) in tasks.chunks(BATCH).enumerate() {
+        let mut written = 0;
+        for chunk in batches(tasks) {
             let mut call = import.prepare_invoke();
             call.arg(self.key(""));
             for m in chunk {
@@ -224,8 +227,8 @@ impl SharedQueue {
                 .bounded(call.invoke_async(&mut self.conn().await?))
                 .await?;
             match what.as_str() {
-                "written" => {}
-                "present" => return Err(ImportError::Raced(said, i * BATCH)),
+                "written" => written += chunk.len(),
+                "present" => return Err(ImportError::Raced(said, written)),
                 _ => return Err(QueueError::Unavailable(crate::text::bounded(&said)).into()),
             }
         }
@@ -254,6 +257,29 @@ impl SharedQueue {
                 _ => "",
             });
     }
+}
+
+/// `tasks` cut into import batches: [`BATCH`] tasks or [`BATCH_BYTES`] of their requests
+/// and results, whichever comes first.
+fn batches(tasks: &[Moved]) -> Vec<&[Moved]> {
+    let size = |m: &Moved| {
+        m.request.as_ref().map_or(0, |r| r.len())
+            + m.task.result.as_ref().map_or(0, |r| r.body.get().len())
+    };
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, m) in tasks.iter().enumerate() {
+        let full = i - start == BATCH || (i > start && bytes + size(m) > BATCH_BYTES);
+        if full {
+            out.push(&tasks[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size(m);
+    }
+    if start < tasks.len() {
+        out.push(&tasks[start..]);
+    }
+    out
 }
 
 /// The task's interrupted attempts as the scripts keep them: the ms of each, by commas.

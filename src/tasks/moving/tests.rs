@@ -111,7 +111,8 @@ fn headers_trailers_and_counts_that_do_not_fit_are_named_by_their_line() {
 fn a_task_line_with_a_wrong_value_says_which() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.jsonl");
-    let cases: [(fn(&mut Moved), &str); 4] = [
+    type Spoil = fn(&mut Moved);
+    let cases: [(Spoil, &str); 4] = [
         (
             |m| m.task.finished_ms = None,
             "a task has finished_ms exactly when it finished",
