@@ -275,6 +275,21 @@ pub enum TaskCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write every task of the registry's queue (`cluster.tasks`: the local SQLite file, or
+    /// the shared queue in Redis) to FILE as JSON lines, whole or not at all.
+    Export {
+        file: PathBuf,
+        #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
+        config: PathBuf,
+    },
+    /// Read FILE whole and check every line, then write its tasks into the registry's queue;
+    /// any problem (a line, a count, an id already there) changes nothing (exit 1). A local
+    /// queue is imported only while no router has it open.
+    Import {
+        file: PathBuf,
+        #[arg(long, short, default_value = "registry.yaml", env = "LABROUTER_CONFIG")]
+        config: PathBuf,
+    },
 }
 
 #[cfg(test)]

@@ -201,9 +201,7 @@ impl Service {
         if config.tasks != QueueMode::Shared {
             return Ok(());
         }
-        let reg = &fleet.registry;
-        // Any one field read back: a request, or a result that holds an upstream answer.
-        let max_value = reg.tasks.max_request_body.max(reg.server.max_upstream_body) + (64 << 10);
+        let max_value = crate::cluster::tasks::max_value(&fleet.registry);
         let queue = SharedQueue::connect(redis, config, max_value)
             .await
             .map_err(ServiceError::Tasks)?;

@@ -57,6 +57,10 @@ pub enum Recalled {
 /// The database file inside `state_dir`.
 pub const FILE: &str = "labrouter.db";
 
+/// The lock file inside `state_dir`: held shared by every open [`Store`] (a router), and
+/// exclusively by `labrouter task import`, so an import never writes under a running router.
+const LOCK: &str = "labrouter.lock";
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("state store {path}: {source}")]
@@ -75,6 +79,8 @@ pub enum StoreError {
 #[derive(Debug)]
 pub struct Store {
     path: PathBuf,
+    /// [`LOCK`], held shared while the store is open (`None` where it cannot be made).
+    _lock: Option<std::fs::File>,
     tx: mpsc::Sender<Msg>,
     /// Taken by `Drop` to wait for the last writes.
     writer: Option<JoinHandle<()>>,
@@ -119,6 +125,7 @@ impl Store {
             path: state_dir.display().to_string(),
             source,
         })?;
+        let lock = lock_shared(state_dir)?;
         let path = state_dir.join(FILE);
         let (conn, restored) = match Store::read_all(&path, durability) {
             Ok(ok) => ok,
@@ -149,6 +156,7 @@ impl Store {
         Ok((
             Store {
                 path,
+                _lock: lock,
                 tx,
                 writer: Some(writer),
                 readers: std::sync::Mutex::new(Vec::new()),
@@ -238,6 +246,57 @@ impl Store {
         let (ack, done) = mpsc::channel();
         self.tx.send(Msg::Flush(ack)).is_ok() && done.recv_timeout(limit).is_ok()
     }
+}
+
+/// [`LOCK`] in `state_dir`, shared: refused while an import holds it; `None` where the file
+/// cannot be made or locked (a read-only directory): the store opens anyway.
+fn lock_shared(state_dir: &Path) -> Result<Option<std::fs::File>, StoreError> {
+    let path = state_dir.join(LOCK);
+    let Ok(file) = lock_file(&path) else {
+        return Ok(None);
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::other(
+                "labrouter task import is writing this store; start again once it finished",
+            ),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => {
+            tracing::warn!(error = %e, path = %path.display(), "state store: cannot lock; an import could run beside this router");
+            Ok(None)
+        }
+    }
+}
+
+/// [`LOCK`] in `state_dir`, exclusive (`labrouter task import`): refused while a router
+/// has the store open.
+pub(crate) fn lock_alone(state_dir: &Path) -> Result<std::fs::File, tasks::moving::Refused> {
+    let path = state_dir.join(LOCK);
+    let file = lock_file(&path).map_err(|source| StoreError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(tasks::moving::Refused::RouterRunning(
+            state_dir.join(FILE).display().to_string(),
+        )),
+        Err(std::fs::TryLockError::Error(source)) => Err(StoreError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+        .into()),
+    }
+}
+
+fn lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
 }
 
 impl Drop for Store {

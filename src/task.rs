@@ -274,12 +274,53 @@ pub struct Shown<'a> {
     pub callback: Option<&'a Callback>,
 }
 
+/// What an `interrupted` attempt says, in either queue: a task moved between them keeps
+/// its records word for word.
+pub const INTERRUPTED: &str = "the router stopped while this task was running";
+
+/// Timestamps a task may carry (unix ms): up to the end of year 9999.
+pub const MS_MAX: i64 = 253_402_300_799_999;
+/// Attempt records a task read back may list.
+const RECORDS_MAX: usize = 10_000;
+
 fn at(ms: i64) -> String {
     let t = UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
     crate::clock::rfc3339(t)
 }
 
 impl Task {
+    /// Whether its values are ones a task can hold (times, priority, counts), for a task
+    /// read back from outside (Redis, an export file); the error says which is not.
+    pub fn checked(&self) -> Result<(), String> {
+        let stamps = [
+            Some(self.created_ms),
+            self.started_ms,
+            self.finished_ms,
+            Some(self.deadline_ms),
+        ];
+        if stamps
+            .into_iter()
+            .flatten()
+            .any(|ms| !(0..=MS_MAX).contains(&ms))
+        {
+            return Err("a time is out of range".into());
+        }
+        if !(-100..=100).contains(&self.priority) {
+            return Err(format!("priority {} is outside -100..100", self.priority));
+        }
+        if self.metadata.len() > 16 || self.after.len() > 1000 || self.attempts.len() > RECORDS_MAX
+        {
+            return Err("more metadata, after or attempts than a task holds".into());
+        }
+        if self.max_attempts > 1000 || self.attempts_used > self.max_attempts {
+            return Err(format!(
+                "attempts_used {} of max_attempts {}",
+                self.attempts_used, self.max_attempts
+            ));
+        }
+        Ok(())
+    }
+
     /// The whole task (`GET /v1/tasks/{id}`, callbacks): attempts, request and result. A
     /// finished task's request is `null`: its body is dropped when it ends.
     pub fn whole<'a>(&'a self, request: Option<&'a RawValue>) -> Shown<'a> {

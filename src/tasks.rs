@@ -11,10 +11,13 @@
 //! - [`pooled`]: the shared queue's shell (`cluster.tasks: shared`): the API on the pool's
 //!   queue in Redis, and the worker that claims, walks, renews and ends its tasks.
 //! - [`deliver`]: callbacks of finished tasks, retried for up to 24 h, across restarts.
+//! - [`moving`]: the export file of `labrouter task export|import`, written whole and read
+//!   back checked, every line.
 
 pub mod deliver;
 mod follow;
 pub use crate::task as model;
+pub mod moving;
 pub mod pooled;
 pub mod queue;
 pub mod scheduler;

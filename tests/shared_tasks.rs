@@ -33,6 +33,10 @@
 //!   restart the router connects again, to a durable Redis only; a router refuses to start on
 //!   a Redis that is not durable, and starts (chat served) while Redis is down (`outage`).
 //!
+//! And moving a queue (`moving`): `labrouter task export|import` keep every field of every
+//! task local → shared → local; a file that is not whole is refused naming the line, with
+//! both queues unchanged; an imported idempotency key replays the imported task.
+//!
 //! Leases run on Redis's clock (`TIME`), which a paused tokio clock cannot move: the lease
 //! tests use 300 ms leases and wait for them with real time, a second at most.
 
@@ -59,6 +63,10 @@ mod failover;
 mod hostile;
 #[path = "shared_tasks/lease.rs"]
 mod lease;
+#[path = "shared_tasks/moving.rs"]
+mod moving;
+#[path = "shared_tasks/moving_file.rs"]
+mod moving_file;
 #[path = "shared_tasks/outage.rs"]
 mod outage;
 #[path = "shared_tasks/pool.rs"]

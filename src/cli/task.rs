@@ -1,5 +1,5 @@
 //! `labrouter task submit|show|list|cancel` (docs/api.md "Tasks"): drive a running router's task queue
-//! from a shell. The calls are in `task/client.rs`, what is printed in `task/view.rs`; this
+//! from a shell; `export|import` move a queue whole (`task/moving.rs`). The calls are in `task/client.rs`, what is printed in `task/view.rs`; this
 //! file decides what goes where (stdout: what was asked for; stderr: progress) and the exit
 //! status. CLI glue, so errors are `anyhow`.
 
@@ -13,6 +13,7 @@ use crate::outcome::TaskStatus;
 use crate::tasks::TaskId;
 
 pub mod client;
+mod moving;
 pub mod view;
 
 pub use client::{CallError, Client, Fetched, NewTask};
@@ -26,10 +27,13 @@ const WAIT_STEP: (&str, Duration) = ("30s", Duration::from_secs(30));
 /// How long `submit --wait` keeps asking a router that does not answer (a restart).
 const UNREACHABLE_FOR: Duration = Duration::from_secs(60);
 
-/// Runs one `labrouter task` command against the router at `url`.
+/// Runs one `labrouter task` command against the router at `url` (export and import: on
+/// the registry's queue itself).
 pub async fn run(url: &str, command: TaskCommand) -> anyhow::Result<ExitCode> {
     let client = Client::from_env(url);
     match command {
+        TaskCommand::Export { file, config } => moving::export(&file, &config).await,
+        TaskCommand::Import { file, config } => moving::import(&file, &config).await,
         TaskCommand::Submit {
             text,
             route,

@@ -8,7 +8,7 @@
 //! read back as outside input), `answers` (what the scripts answer, as types), `durable`
 //! (the start check: on disk, or refused), `conn` (the connection, made again after it
 //! dropped, and each operation's bound), `upkeep` (a finished task's callback noted, waiting
-//! tasks woken, the prune).
+//! tasks woken, the prune), `moving` (`labrouter task export|import`).
 //!
 //! - **Submit** makes one task per pool-wide `Idempotency-Key`, even from two routers at once.
 //! - **Claim** takes the next due task (priority, then age) under a lease; leases that lapsed
@@ -32,6 +32,7 @@ use crate::task::{Task, TaskId};
 mod answers;
 mod conn;
 mod durable;
+pub mod moving;
 mod record;
 mod scripts;
 mod upkeep;
@@ -39,7 +40,7 @@ mod upkeep;
 use answers::{ended, split, spoiled};
 pub use answers::{Cancelled, Ended, Page};
 use conn::{open, Refused};
-pub use record::{Fetched, Spoiled};
+pub use record::{max_value, Fetched, Spoiled};
 pub use upkeep::PoolCounts;
 
 /// Connecting to Redis at start, at most.

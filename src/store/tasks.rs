@@ -76,8 +76,17 @@ const COLUMNS: &str =
 
 /// Inserts `t` unless its key was seen; returns what happened.
 pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<Inserted> {
-    let task = &t.task;
-    if let Some(idem) = &t.idem {
+    insert_task(tx, &t.task, &t.request, t.idem.as_ref())
+}
+
+/// Inserts `task` with its `request` unless `idem` was seen.
+fn insert_task(
+    tx: &Transaction<'_>,
+    task: &Task,
+    request: &[u8],
+    idem: Option<&Idem>,
+) -> rusqlite::Result<Inserted> {
+    if let Some(idem) = idem {
         let seen: Option<(String, String)> = tx
             .query_row(
                 "SELECT id, idem_fingerprint FROM tasks WHERE owner = ?1 AND idem_key = ?2",
@@ -116,7 +125,7 @@ pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<I
             if task.finished_ms.is_some() {
                 &[][..]
             } else {
-                t.request.as_ref()
+                request
             },
             task.created_ms,
             task.started_ms,
@@ -133,8 +142,8 @@ pub(super) fn insert(tx: &Transaction<'_>, t: &TaskInsert) -> rusqlite::Result<I
             task.callback.as_ref().map(|c| c.state.as_str()),
             task.callback.as_ref().map_or(0, |c| c.attempts),
             task.callback.as_ref().and_then(|c| c.last_error.clone()),
-            t.idem.as_ref().map(|i| i.key.clone()),
-            t.idem.as_ref().map(|i| i.fingerprint.clone()),
+            idem.map(|i| i.key.clone()),
+            idem.map(|i| i.fingerprint.clone()),
         ],
     )?;
     Ok(Inserted::New)
@@ -247,6 +256,7 @@ mod erased {
     }
 }
 
+pub mod moving;
 mod read;
 
 pub use read::*;

@@ -94,7 +94,8 @@ impl Lab {
         said
     }
 
-    fn registry(&self, node: &str, state: &std::path::Path) -> String {
+    /// Router `node`'s registry, its state under `state`.
+    pub fn registry(&self, node: &str, state: &std::path::Path) -> String {
         format!(
             r#"server:
   listen: 127.0.0.1:0

@@ -15,13 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::{AttemptOutcome, TaskCode, TaskStatus};
 use crate::task::{
     endpoint_from, endpoint_name, Accept, AttemptRecord, Callback, Task, TaskError, TaskId,
-    TaskResult,
+    TaskResult, MS_MAX,
 };
-
-/// Timestamps a task may carry (unix ms): up to the end of year 9999.
-const MS_MAX: i64 = 253_402_300_799_999;
-/// Attempt records a task read back may list.
-const RECORDS_MAX: usize = 10_000;
 
 /// The task in `doc`.
 #[derive(Serialize, Deserialize)]
@@ -46,6 +41,12 @@ struct Doc {
     waiting_for: Option<String>,
     error: Option<TaskError>,
     callback: Option<Callback>,
+}
+
+/// Any one field of a task read back at most: a request, or a result that holds an
+/// upstream answer, and room for the rest.
+pub fn max_value(reg: &crate::registry::Registry) -> usize {
+    reg.tasks.max_request_body.max(reg.server.max_upstream_body) + (64 << 10)
 }
 
 /// `task` as `doc` (its interrupted attempts are the scripts' `lapses`).
@@ -151,36 +152,11 @@ fn read(f: &[String]) -> Result<Fetched, String> {
     Ok(out)
 }
 
-/// The doc's values checked against what a task can hold.
+/// The doc as a task, its values checked against what a task can hold ([`Task::checked`]).
 fn checked(d: Doc) -> Result<Task, String> {
     let endpoint = endpoint_from(&d.endpoint)
         .ok_or_else(|| format!("doc: endpoint '{}' is no task endpoint", d.endpoint))?;
-    let stamps = [
-        Some(d.created_ms),
-        d.started_ms,
-        d.finished_ms,
-        Some(d.deadline_ms),
-    ];
-    if stamps
-        .into_iter()
-        .flatten()
-        .any(|ms| !(0..=MS_MAX).contains(&ms))
-    {
-        return Err("doc: a time is out of range".into());
-    }
-    if !(-100..=100).contains(&d.priority) {
-        return Err(format!("doc: priority {} is outside -100..100", d.priority));
-    }
-    if d.metadata.len() > 16 || d.after.len() > 1000 || d.attempts.len() > RECORDS_MAX {
-        return Err("doc: more metadata, after or attempts than a task holds".into());
-    }
-    if d.max_attempts > 1000 || d.attempts_used > d.max_attempts {
-        return Err(format!(
-            "doc: attempts_used {} of max_attempts {}",
-            d.attempts_used, d.max_attempts
-        ));
-    }
-    Ok(Task {
+    let task = Task {
         seq: 0,
         id: d.id,
         owner: d.owner,
@@ -203,7 +179,9 @@ fn checked(d: Doc) -> Result<Task, String> {
         result: None,
         error: d.error,
         callback: d.callback,
-    })
+    };
+    task.checked().map_err(|why| format!("doc: {why}"))?;
+    Ok(task)
 }
 
 /// A whole number a script wrote ('' = none), in range.
@@ -239,7 +217,7 @@ fn lapse(at_ms: i64) -> AttemptRecord {
         target: String::new(),
         outcome: AttemptOutcome::Interrupted,
         reason: None,
-        detail: Some("the router running it stopped renewing its lease".into()),
+        detail: Some(crate::task::INTERRUPTED.into()),
         charged: false,
     }
 }

@@ -25,7 +25,7 @@ use redis::Script;
 /// Helpers every script shares: Redis's clock, whether a status is final, and one task's
 /// hash read whole but bounded: each field's length is looked at (`HSTRLEN`) before it is
 /// read, so a huge value stays in Redis; a key of another type is named, not read.
-const COMMON: &str = r"
+pub(super) const COMMON: &str = r"
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn row(r: &Row<'_>) -> rusqlite::Result<Task> {
+pub(super) fn row(r: &Row<'_>) -> rusqlite::Result<Task> {
     let text = |i: usize| r.get::<_, String>(i);
     let bad = |i: usize, what: String| {
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, what.into())

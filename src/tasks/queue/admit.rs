@@ -243,7 +243,7 @@ fn interrupted(t: &mut Task, wall: SystemTime) -> bool {
         target: String::new(),
         outcome: AttemptOutcome::Interrupted,
         reason: None,
-        detail: Some("the router stopped while this task was running".into()),
+        detail: Some(crate::task::INTERRUPTED.into()),
         charged: false,
     };
     push_records(t, vec![record]);
