@@ -13,6 +13,9 @@
 //! - get, list and cancel from any router (`views`);
 //! - `tasks.max_queued` bounds the pool's unfinished tasks, and finished ones go after
 //!   `tasks.keep` with their idempotency keys (`bounds`);
+//! - a follow-up is claimed by no router until every parent succeeded; a parent that
+//!   fails, expires or is cancelled cancels its follow-ups down the chain in the same script;
+//!   one of a parent that already ended is handled at submit (`follow`);
 //! - values another hand left in Redis (garbage JSON, a 2 MB field, wrong types, numbers out
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
@@ -23,6 +26,8 @@
 //!   once, with at most one more request per interrupted attempt (`failover`);
 //! - one `Idempotency-Key` sent to both routers at once makes one task; a task submitted on
 //!   one router is read, listed and cancelled on the other, whose walk then stops (`anywhere`);
+//! - a follow-up submitted on b of a parent on a reaches the machine after the parent's
+//!   answer, with its text; an expired parent's follow-ups never reach it (`follow_routers`);
 //! - a callback is sent once, by the router that ended the task, and its delivery is shown
 //!   on every router (`callback`);
 //! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
@@ -55,6 +60,10 @@ mod callback;
 mod durable;
 #[path = "shared_tasks/failover.rs"]
 mod failover;
+#[path = "shared_tasks/follow.rs"]
+mod follow;
+#[path = "shared_tasks/follow_routers.rs"]
+mod follow_routers;
 #[path = "shared_tasks/hostile.rs"]
 mod hostile;
 #[path = "shared_tasks/lease.rs"]

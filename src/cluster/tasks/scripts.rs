@@ -15,7 +15,10 @@
 //!   (a value that is no whole number counts as none and is dropped at the owner's next end).
 //! - `idem:{hash}`: `{fingerprint} {id}`, the pool-wide `Idempotency-Key`.
 //! - `seq`: the counter that numbers tasks in submit order.
-//! - `ended` (list): tasks a claim failed (interrupted twice), whose callbacks a router sends.
+//! - `ended` (list): tasks a claim failed (interrupted twice) or a parent's end cancelled,
+//!   whose callbacks a router sends.
+//! - `children:{id}` (set): the follow-ups naming task `id` (`super::follow`); a follow-up's
+//!   hash keeps `pending`, its parents that have not succeeded.
 //!
 //! A task's hash is named from its id inside the scripts that walk the zsets (claim, list):
 //! one Redis, not a Redis Cluster, as the verdicts are.
@@ -71,10 +74,13 @@ end
 /// A resend of a keyed submit is answered however full the queue is; a new task only while
 /// the pool holds fewer than `max_open` unfinished ones (0: no bound), and its owner fewer
 /// than `max_owner` (0: no bound).
+/// A follow-up's parents (ARGV from the 10th) must be its owner's: it is stored `blocked`
+/// on those that have not ended, linked to them (`follow`), and refused when one is
+/// unknown or ended without success (unless it comes ended already: then it is stored so).
 /// KEYS: task, ready, later, leases, all, idem, seq, open. ARGV: id, status, score, owner,
-/// doc, req, fingerprint ('' = no key), max_open, max_owner.
-/// Returns `{'new', id}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}`,
-/// `{'keyfull', count}` or `{'!', why}`.
+/// doc, req, fingerprint ('' = no key), max_open, max_owner, parent ids...
+/// Returns `{'new', status stored}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}`,
+/// `{'keyfull', count}`, `{'unknown', index}`, `{'doomed', index, status}` or `{'!', why}`.
 const SUBMIT: &str = r"
 local fp = ARGV[7]
 if fp ~= '' then
@@ -96,22 +102,36 @@ local by_kind = redis.call('TYPE', by).ok
 if by_kind ~= 'hash' and by_kind ~= 'none' then return {'!', 'its owner counts hold a ' .. by_kind .. ', not a hash'} end
 local mine = by_kind == 'hash' and tonumber(redis.call('HGET', by, ARGV[4]) or '0') or 0
 if tonumber(ARGV[9]) > 0 and mine and mine >= tonumber(ARGV[9]) then return {'keyfull', tostring(mine)} end
+local base = base_of(KEYS[1], ARGV[1])
+local ended = finals[ARGV[2]]
+local status, pending = ARGV[2], 0
+if not ended then
+  local refused
+  refused, pending = check_parents(base, ARGV[4], 10)
+  if refused then return refused end
+  if pending > 0 then status = 'blocked' elseif status == 'blocked' then status = 'queued' end
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'!', 'a task with its id exists'} end
 local seq = redis.pcall('INCR', KEYS[7])
 if type(seq) ~= 'number' then return {'!', 'the task counter holds no whole number'} end
-redis.call('HSET', KEYS[1], 'status', ARGV[2], 'owner', ARGV[4], 'doc', ARGV[5],
-  'req', ARGV[6], 'score', ARGV[3], 'seq', seq, 'lease', '', 'lapses', '')
-if ARGV[2] == 'queued' or ARGV[2] == 'waiting' then
+redis.call('HSET', KEYS[1], 'status', status, 'owner', ARGV[4], 'doc', ARGV[5],
+  'req', ARGV[6], 'score', ARGV[3], 'seq', seq, 'lease', '', 'lapses', '', 'pending', pending)
+if status == 'queued' or status == 'waiting' then
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 end
 redis.call('ZADD', KEYS[5], 0, ARGV[1])
-redis.call('ZADD', KEYS[8], 0, ARGV[1])
-if type(redis.pcall('HINCRBY', by, ARGV[4], 1)) ~= 'number' then redis.call('HSET', by, ARGV[4], 1) end
+if ended then
+  redis.call('HSET', KEYS[1], 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
+else
+  redis.call('ZADD', KEYS[8], 0, ARGV[1])
+  if type(redis.pcall('HINCRBY', by, ARGV[4], 1)) ~= 'number' then redis.call('HSET', by, ARGV[4], 1) end
+  link_parents(base, ARGV[1], 10)
+end
 if fp ~= '' then
   redis.call('SET', KEYS[6], fp .. ' ' .. ARGV[1])
   redis.call('HSET', KEYS[1], 'idem', KEYS[6])
 end
-return {'new', ARGV[1]}
+return {'new', status}
 ";
 
 /// The next task to run, under a lease. First the leases that lapsed (their router died):
@@ -137,6 +157,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0
       forget_owner(KEYS[1], k)
       redis.call('RPUSH', KEYS[5], id)
       redis.call('LTRIM', KEYS[5], -1000, -1)
+      settle(base_of(k, id), id, 'failed')
     else
       redis.call('HSET', k, 'status', 'queued')
       redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
@@ -214,6 +235,7 @@ close(ARGV[1])
 forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'doc', ARGV[3], 'result', ARGV[4],
   'lease', '', 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
+settle(base_of(KEYS[1], ARGV[1]), ARGV[1], ARGV[2])
 return {1, ARGV[2]}
 ";
 
@@ -231,6 +253,7 @@ close(ARGV[1])
 forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
   'ended_ms', now_ms(), 'ended_by', 'cancel')
+settle(base_of(KEYS[1], ARGV[1]), ARGV[1], 'cancelled')
 return {1, st}
 ";
 
@@ -285,6 +308,7 @@ if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then return 0 end
 close(ARGV[1])
 forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'failed', 'lease', '', 'ended_ms', now_ms(), 'ended_by', 'spoiled')
+settle(base_of(KEYS[1], ARGV[1]), ARGV[1], 'failed')
 return 1
 ";
 
@@ -320,7 +344,8 @@ return {out, last}
 ";
 
 /// Finished tasks that ended more than `keep_ms` ago go, with their idempotency keys
-/// (README "Tasks": `tasks.keep`), oldest first, looking at no more than `scan` ids.
+/// (README "Tasks": `tasks.keep`), oldest first, looking at no more than `scan` ids; a
+/// parent stays while a follow-up it names has not ended (`follow`).
 /// KEYS: all. ARGV: task key prefix, keep_ms, scan. Returns how many went.
 const PRUNE: &str = r"
 local before = now_ms() - tonumber(ARGV[2])
@@ -332,7 +357,7 @@ for _, id in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], '-', '+', 'LIMIT', 0, ton
   else
     local h = redis.call('HMGET', k, 'status', 'ended_ms', 'idem')
     local ended = tonumber(h[2] or '')
-    if finals[h[1] or ''] and ended and ended <= before then
+    if finals[h[1] or ''] and ended and ended <= before and not followed(base_of(k, id), id) then
       local idem = h[3] or ''
       if idem ~= '' and redis.call('TYPE', idem).ok == 'string'
         and redis.call('STRLEN', idem) <= 200
@@ -368,7 +393,7 @@ pub(super) struct Scripts {
 
 impl Scripts {
     pub fn new() -> Scripts {
-        let with = |body: &str| Script::new(&format!("{COMMON}{body}"));
+        let with = |body: &str| Script::new(&format!("{COMMON}{}{body}", super::follow::LUA));
         Scripts {
             submit: with(SUBMIT),
             claim: with(CLAIM),

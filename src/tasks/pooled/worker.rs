@@ -18,12 +18,13 @@ use bytes::Bytes;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::{lock, PoolQueue};
+use super::{lock, PoolError, PoolQueue};
 use crate::cluster::tasks::{Claimed, Ended, QueueError};
 use crate::fleet::Fleet;
 use crate::outcome::TaskCode;
 use crate::request::Parsed;
 use crate::task::Task;
+use crate::tasks::follow;
 use crate::tasks::queue::lone::{self, Next};
 use crate::tasks::queue::{Group, WalkEnd};
 use crate::tasks::walk::{chain_of, label_of, ready_to_send, walk, Job};
@@ -131,8 +132,10 @@ async fn run_one(pq: Arc<PoolQueue>, claimed: Claimed) {
     let next = if lone::expire_if_due(&mut task, crate::clock::wall()) {
         Some(Next::End)
     } else {
-        match prepare(&fleet, &task, request) {
-            Err((code, why)) => {
+        match prepare(&pq, &fleet, &task, request).await {
+            // Its parents could not be read (Redis away): again shortly.
+            Err(None) => Some(Next::Again(RETRY)),
+            Err(Some((code, why))) => {
                 let end = WalkEnd::Unprepared(code, why);
                 Some(lone::walked(&mut task, end, crate::clock::wall()))
             }
@@ -160,21 +163,34 @@ async fn run_one(pq: Arc<PoolQueue>, claimed: Claimed) {
     pq.wake.notify_one();
 }
 
-/// The task's request ready to send, and its chain; or why it cannot run.
-fn prepare(
+/// The task's request ready to send (a follow-up's `{{after.N}}` filled from its parents'
+/// answers, as the local queue fills them), and its chain; or why it cannot run (`None`:
+/// its parents could not be read now).
+async fn prepare(
+    pq: &PoolQueue,
     fleet: &Fleet,
     task: &Task,
     request: Option<Bytes>,
-) -> Result<(Arc<Parsed>, Group), (TaskCode, String)> {
-    let unreadable = |why: String| (TaskCode::InvalidRequest, why);
+) -> Result<(Arc<Parsed>, Group), Option<(TaskCode, String)>> {
+    let unreadable = |why: String| Some((TaskCode::InvalidRequest, why));
     let request = request
         .filter(|b| !b.is_empty())
         .ok_or_else(|| unreadable("its request is not in the shared queue".into()))?;
-    let parsed = ready_to_send(
-        task.endpoint,
-        request,
-        fleet.registry.tasks.max_request_body,
-    )?;
+    let max = fleet.registry.tasks.max_request_body;
+    let request = if follow::needs_parents(task, &request) {
+        let mut parents = Vec::with_capacity(task.after.len());
+        for p in &task.after {
+            match pq.get(p, None).await {
+                Ok(f) => parents.push(f.map(|f| f.task)),
+                Err(PoolError::Queue(QueueError::Unavailable(_))) => return Err(None),
+                Err(_) => parents.push(None),
+            }
+        }
+        follow::filled(task, &request, &parents, max)?
+    } else {
+        request
+    };
+    let parsed = ready_to_send(task.endpoint, request, max)?;
     let group = chain_of(fleet, task, &parsed)?;
     Ok((parsed, group))
 }
