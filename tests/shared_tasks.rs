@@ -16,6 +16,9 @@
 //! - a follow-up is claimed by no router until every parent succeeded; a parent that
 //!   fails, expires or is cancelled cancels its follow-ups down the chain in the same script;
 //!   one of a parent that already ended is handled at submit (`follow`);
+//! - the pool runs at most `tasks.max_running` tasks whichever routers claim them, and a
+//!   machine's `task_slots` are counted across routers; a dead router's come back when its
+//!   leases lapse (`limits`);
 //! - values another hand left in Redis (garbage JSON, a 2 MB field, wrong types, numbers out
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
@@ -28,6 +31,9 @@
 //!   one router is read, listed and cancelled on the other, whose walk then stops (`anywhere`);
 //! - a follow-up submitted on b of a parent on a reaches the machine after the parent's
 //!   answer, with its text; an expired parent's follow-ups never reach it (`follow_routers`);
+//! - `max_running: 1`, or one `task_slot`, across two routers: the slow machine never
+//!   answers two tasks at once; a router killed holding the pool's one slot gives it back
+//!   when its lease lapses (`limits`);
 //! - a callback is sent once, by the router that ended the task, and its delivery is shown
 //!   on every router (`callback`);
 //! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
@@ -68,6 +74,8 @@ mod follow_routers;
 mod hostile;
 #[path = "shared_tasks/lease.rs"]
 mod lease;
+#[path = "shared_tasks/limits.rs"]
+mod limits;
 #[path = "shared_tasks/outage.rs"]
 mod outage;
 #[path = "shared_tasks/pool.rs"]

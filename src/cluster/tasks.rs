@@ -7,7 +7,8 @@
 //! Files: `scripts` (the Lua and the keys it keeps), `record` (a task written to Redis and
 //! read back as outside input), `answers` (what the scripts answer, as types), `durable`
 //! (the start check: on disk, or refused), `follow` (follow-ups: a task blocked until its
-//! parents succeeded, readied or cancelled by their ends), `conn` (the connection, made again after it
+//! parents succeeded, readied or cancelled by their ends), `limits` (`tasks.max_running` and
+//! `task_slots` counted for the pool), `conn` (the connection, made again after it
 //! dropped, and each operation's bound), `upkeep` (a finished task's callback noted, waiting
 //! tasks woken, the prune).
 //!
@@ -34,6 +35,7 @@ mod answers;
 mod conn;
 mod durable;
 mod follow;
+mod limits;
 mod record;
 mod scripts;
 mod upkeep;
@@ -177,6 +179,12 @@ impl SharedQueue {
 
     /// The next due task, now this router's under a fresh lease; `None` when nothing is due.
     pub async fn claim(&self) -> Result<Option<Claimed>, QueueError> {
+        self.claim_within(0).await
+    }
+
+    /// As [`SharedQueue::claim`], but `None` too while the pool runs `max_running` tasks
+    /// (0: no bound), whichever routers run them.
+    pub async fn claim_within(&self, max_running: u32) -> Result<Option<Claimed>, QueueError> {
         let token = format!(
             "{}:{}",
             self.node,
@@ -191,7 +199,8 @@ impl SharedQueue {
             .arg(self.key("t:"))
             .arg(&token)
             .arg(millis(self.lease))
-            .arg(self.max_value);
+            .arg(self.max_value)
+            .arg(max_running);
         let got: Vec<String> = self
             .bounded(call.invoke_async(&mut self.conn().await?))
             .await?;

@@ -22,8 +22,9 @@ pub struct Lab {
     dir: tempfile::TempDir,
     /// `cluster.task_lease`.
     lease: &'static str,
-    /// `tasks.max_running`, and the machine's `task_slots`.
-    slots: u32,
+    /// `tasks.max_running` (the pool's, as each router started from now on counts it), and
+    /// the machine's `task_slots`.
+    pub slots: u32,
     /// `defaults.breaker`, when set; and whether the machine's verdict is shared (its URL is
     /// loopback: not by default).
     pub breaker: Option<&'static str>,

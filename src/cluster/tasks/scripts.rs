@@ -8,7 +8,10 @@
 //!   `ended_ms` and `ended_by`, so a status is only ever changed here, by compare-and-set.
 //! - `ready` (zset): tasks that may run now, scored priority then age (lowest first).
 //! - `later` (zset): tasks that may run from a time on (a backoff), scored by Redis ms.
-//! - `leases` (zset): running tasks, scored by when their lease lapses (Redis ms).
+//! - `leases` (zset): running tasks, scored by when their lease lapses (Redis ms): the
+//!   pool's count against `tasks.max_running` (`super::limits`).
+//! - `mslots:{machine}` (zset, every score 0): tasks holding one of the machine's
+//!   `task_slots` in the pool; a task's hash names the one it holds (`slot`).
 //! - `all` (zset, every score 0): every task id, which sort by age, for the list and the prune.
 //! - `open` (zset, every score 0): the unfinished tasks, counted against `tasks.max_queued`.
 //! - `open_by` (hash): unfinished tasks per owner, counted against `tasks.max_queued_per_key`
@@ -24,6 +27,10 @@
 //! one Redis, not a Redis Cluster, as the verdicts are.
 
 use redis::Script;
+
+mod views;
+
+use views::{COUNTS, GET, LIST};
 
 /// Helpers every script shares: Redis's clock, whether a status is final, and one task's
 /// hash read whole but bounded: each field's length is looked at (`HSTRLEN`) before it is
@@ -140,13 +147,17 @@ return {'new', status}
 /// `ready` (priority, then age) is taken. Entries that name no runnable task are dropped.
 /// A task failed so is listed in `ended` (at most the last 1000), for a router to send its
 /// callback ([`TAKE_ENDED`]).
-/// KEYS: open, ready, later, leases, ended. ARGV: task key prefix, token, lease_ms, max.
+/// Nothing is taken while the pool runs `max_running` tasks (`leases`, 0: no bound), and a
+/// lapsed lease gives back its machine slot (`limits`).
+/// KEYS: open, ready, later, leases, ended. ARGV: task key prefix, token, lease_ms, max,
+/// max_running.
 /// Returns `{}` when nothing is due, else what [`COMMON`]'s `fetch` returns (whole).
 const CLAIM: &str = r"
 local now = now_ms()
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 32)) do
   redis.call('ZREM', KEYS[4], id)
   local k = ARGV[1] .. id
+  if redis.call('TYPE', k).ok == 'hash' then free_slot(base_of(k, id), id, k) end
   if redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'status') == 'running' then
     local lapses = redis.call('HSTRLEN', k, 'lapses') <= 64 and redis.call('HGET', k, 'lapses') or 'x,x'
     if lapses == '' then lapses = tostring(now) else lapses = lapses .. ',' .. now end
@@ -171,6 +182,8 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0
     redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
   end
 end
+local most = tonumber(ARGV[5]) or 0
+if most > 0 and redis.call('ZCARD', KEYS[4]) >= most then return {} end
 for _ = 1, 64 do
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)
   if #head == 0 then return {} end
@@ -211,6 +224,7 @@ if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 local s = redis.call('HMGET', KEYS[1], 'status', 'lease', 'score')
 if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 0 end
 unqueue(ARGV[1])
+free_slot(base_of(KEYS[1], ARGV[1]), ARGV[1], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[3], 'doc', ARGV[4], 'lease', '')
 local delay = tonumber(ARGV[5])
 if delay > 0 then
@@ -232,6 +246,7 @@ if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return {0, ''} end
 local s = redis.call('HGET', KEYS[1], 'status') or ''
 if finals[s] then return {0, s} end
 close(ARGV[1])
+free_slot(base_of(KEYS[1], ARGV[1]), ARGV[1], KEYS[1])
 forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'doc', ARGV[3], 'result', ARGV[4],
   'lease', '', 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
@@ -240,7 +255,8 @@ return {1, ARGV[2]}
 ";
 
 /// A cancel by the task's owner (`*`: any): compare-and-set as [`FINISH`]. A running
-/// task's holder learns it at its next renew and stops.
+/// task's holder learns it at its next renew and stops; until it lets go (or its lease
+/// lapses) the task keeps its lease and machine slot, counted as running (`limits`).
 /// KEYS: task, ready, later, leases, open. ARGV: id, owner.
 /// Returns `{1, status before}`, `{0, final status}`, or `{0, ''}` (no such task of this owner).
 const CANCEL: &str = r"
@@ -249,9 +265,14 @@ local s = redis.call('HMGET', KEYS[1], 'status', 'owner')
 if ARGV[2] ~= '*' and s[2] ~= ARGV[2] then return {0, ''} end
 local st = s[1] or ''
 if finals[st] then return {0, st} end
-close(ARGV[1])
+if st == 'running' then
+  for _, z in ipairs({KEYS[2], KEYS[3], KEYS[5]}) do redis.call('ZREM', z, ARGV[1]) end
+else
+  close(ARGV[1])
+  redis.call('HSET', KEYS[1], 'lease', '')
+end
 forget_owner(KEYS[5], KEYS[1])
-redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'req', '',
   'ended_ms', now_ms(), 'ended_by', 'cancel')
 settle(base_of(KEYS[1], ARGV[1]), ARGV[1], 'cancelled')
 return {1, st}
@@ -282,13 +303,6 @@ if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return {} end
 return redis.call('LPOP', KEYS[1], tonumber(ARGV[1])) or {}
 ";
 
-/// The pool's queue in numbers: unfinished tasks, running (leased), due now, due later.
-/// KEYS: open, leases, ready, later.
-const COUNTS: &str = r"
-return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
-  redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4])}
-";
-
 /// A finished task's `doc` written again, to record its callback's delivery; nothing else
 /// of a finished task changes, and an unfinished one is left alone.
 /// KEYS: task. ARGV: doc. Returns 1 when written.
@@ -306,41 +320,11 @@ const SET_ASIDE: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then return 0 end
 close(ARGV[1])
+free_slot(base_of(KEYS[1], ARGV[1]), ARGV[1], KEYS[1])
 forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'failed', 'lease', '', 'ended_ms', now_ms(), 'ended_by', 'spoiled')
 settle(base_of(KEYS[1], ARGV[1]), ARGV[1], 'failed')
 return 1
-";
-
-/// One task, whole (request and result too). KEYS: task. ARGV: id, max.
-const GET: &str = r"
-return fetch(KEYS[1], ARGV[1], tonumber(ARGV[2]), true) or {}
-";
-
-/// A page of tasks, newest first, without request or result: ids before `before` ('' =
-/// the newest), of `owner` (`*`: any) and `status` ('' = any), at most `limit`, looking at
-/// no more than `scan` ids. KEYS: all. ARGV: task key prefix, before, limit, status,
-/// owner, scan, max. Returns the tasks' `fetch`es, flattened, then the last id looked at
-/// ('' when the list ended).
-const LIST: &str = r"
-local from = ARGV[2] == '' and '+' or ('(' .. ARGV[2])
-local ids = redis.call('ZREVRANGEBYLEX', KEYS[1], from, '-', 'LIMIT', 0, tonumber(ARGV[6]))
-local out, n, last = {}, 0, ''
-for _, id in ipairs(ids) do
-  last = id
-  local k = ARGV[1] .. id
-  local owner = redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'owner')
-  if owner and (ARGV[5] == '*' or owner == ARGV[5]) then
-    local got = fetch(k, id, tonumber(ARGV[7]), false)
-    if got[1] == '!' or ARGV[4] == '' or got[3] == ARGV[4] then
-      for _, v in ipairs(got) do out[#out + 1] = v end
-      n = n + 1
-      if n >= tonumber(ARGV[3]) then return {out, id} end
-    end
-  end
-end
-if #ids < tonumber(ARGV[6]) then last = '' end
-return {out, last}
 ";
 
 /// Finished tasks that ended more than `keep_ms` ago go, with their idempotency keys
@@ -389,11 +373,14 @@ pub(super) struct Scripts {
     pub get: Script,
     pub list: Script,
     pub prune: Script,
+    pub take_slot: Script,
+    pub let_go: Script,
 }
 
 impl Scripts {
     pub fn new() -> Scripts {
-        let with = |body: &str| Script::new(&format!("{COMMON}{}{body}", super::follow::LUA));
+        let helpers = format!("{COMMON}{}{}", super::follow::LUA, super::limits::LUA);
+        let with = |body: &str| Script::new(&format!("{helpers}{body}"));
         Scripts {
             submit: with(SUBMIT),
             claim: with(CLAIM),
@@ -409,6 +396,8 @@ impl Scripts {
             get: with(GET),
             list: with(LIST),
             prune: with(PRUNE),
+            take_slot: with(super::limits::TAKE_SLOT),
+            let_go: with(super::limits::LET_GO),
         }
     }
 }

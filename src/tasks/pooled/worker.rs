@@ -10,6 +10,8 @@
 //! walk again at once), and every [`POLL`] otherwise (tasks submitted on another router,
 //! leases that lapsed).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +25,11 @@ use crate::cluster::tasks::{Claimed, Ended, QueueError};
 use crate::fleet::Fleet;
 use crate::outcome::TaskCode;
 use crate::request::Parsed;
-use crate::task::Task;
+use crate::task::{Task, TaskId};
 use crate::tasks::follow;
 use crate::tasks::queue::lone::{self, Next};
 use crate::tasks::queue::{Group, WalkEnd};
+use crate::tasks::slots::PoolSlots;
 use crate::tasks::walk::{chain_of, label_of, ready_to_send, walk, Job};
 
 /// Looked for work at least this often.
@@ -105,7 +108,8 @@ async fn claim_while_room(pq: &Arc<PoolQueue>) {
         if pq.running.load(Ordering::Acquire) >= max || held {
             return;
         }
-        match pq.saw(pq.queue.claim().await) {
+        // The pool's count too: at most max_running at once, whichever routers run them.
+        match pq.saw(pq.queue.claim_within(max).await) {
             Ok(Some(claimed)) => {
                 pq.running.fetch_add(1, Ordering::AcqRel);
                 let kept = (claimed.task.clone(), claimed.token.clone());
@@ -155,8 +159,11 @@ async fn run_one(pq: Arc<PoolQueue>, claimed: Claimed) {
         }
         Some(Next::Again(delay)) => give_back(&pq, &task, &token, delay).await,
         Some(Next::Busy) => give_back(&pq, &task, &token, lone::BUSY_AGAIN).await,
-        // No longer this router's: cancelled, or its lease lapsed and another took it.
-        None => {}
+        // No longer this router's: cancelled (its running place and machine slot come back
+        // now), or its lease lapsed and another took it.
+        None => {
+            let _ = pq.saw(pq.queue.let_go(&task, &token).await);
+        }
     }
     lock(&pq.walks).remove(&task.id);
     pq.running.fetch_sub(1, Ordering::AcqRel);
@@ -198,7 +205,7 @@ async fn prepare(
 /// Walks the task while its lease is kept; `None` when the lease was lost (the walk is
 /// dropped: a cancel, neutral for the breaker).
 async fn walked(
-    pq: &PoolQueue,
+    pq: &Arc<PoolQueue>,
     fleet: &Arc<Fleet>,
     task: &mut Task,
     token: &str,
@@ -220,6 +227,11 @@ async fn walked(
         parsed,
         deadline,
         slots: Arc::clone(&pq.slots),
+        pool: Some(Arc::new(WalkSlots {
+            pq: Arc::clone(pq),
+            id: task.id.clone(),
+            token: token.to_string(),
+        })),
     };
     // Claimed is running already, in Redis: nothing to mark before sending.
     let end = tokio::select! {
@@ -227,6 +239,31 @@ async fn walked(
         () = keep_lease(pq, task, token) => return None,
     };
     Some(lone::walked(task, end, crate::clock::wall()))
+}
+
+/// A walk's task slots in the pool: taken in Redis under the task's lease, given back by
+/// the queue's scripts (the next take, the end, the give-back, a lapse).
+struct WalkSlots {
+    pq: Arc<PoolQueue>,
+    id: TaskId,
+    token: String,
+}
+
+impl PoolSlots for WalkSlots {
+    fn take<'a>(
+        &'a self,
+        machine: &'a str,
+        max: u32,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let took = self
+                .pq
+                .queue
+                .take_slot(&self.id, &self.token, machine, max)
+                .await;
+            matches!(self.pq.saw(took), Ok(true))
+        })
+    }
 }
 
 /// Renews the lease every third of it; returns when it is no longer this router's. While

@@ -187,6 +187,7 @@ impl Scheduler {
             parsed,
             deadline,
             slots: Arc::clone(&self.slots),
+            pool: None,
             label,
         };
         let me = Arc::clone(self);
