@@ -19,6 +19,8 @@
 //! - the pool runs at most `tasks.max_running` tasks whichever routers claim them, and a
 //!   machine's `task_slots` are counted across routers; a dead router's come back when its
 //!   leases lapse (`limits`);
+//! - a task past its deadline that no router runs (blocked, queued) expires, its follow-ups
+//!   cancelled, while a running one is left to its walk (`deadlines`);
 //! - values another hand left in Redis (garbage JSON, a 2 MB field, wrong types, numbers out
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
@@ -62,6 +64,8 @@ mod anywhere;
 mod bounds;
 #[path = "shared_tasks/callback.rs"]
 mod callback;
+#[path = "shared_tasks/deadlines.rs"]
+mod deadlines;
 #[path = "shared_tasks/durable.rs"]
 mod durable;
 #[path = "shared_tasks/failover.rs"]

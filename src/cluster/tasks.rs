@@ -8,7 +8,8 @@
 //! read back as outside input), `answers` (what the scripts answer, as types), `durable`
 //! (the start check: on disk, or refused), `follow` (follow-ups: a task blocked until its
 //! parents succeeded, readied or cancelled by their ends), `limits` (`tasks.max_running` and
-//! `task_slots` counted for the pool), `conn` (the connection, made again after it
+//! `task_slots` counted for the pool), `deadlines` (tasks that expire while they wait),
+//! `conn` (the connection, made again after it
 //! dropped, and each operation's bound), `upkeep` (a finished task's callback noted, waiting
 //! tasks woken, the prune).
 //!
@@ -33,6 +34,7 @@ use crate::task::{Task, TaskId};
 
 mod answers;
 mod conn;
+mod deadlines;
 mod durable;
 mod follow;
 mod limits;

@@ -4,6 +4,9 @@
 //! same atomic step. What a parent's answer gives a follow-up (`{{after.N}}`) is read by the
 //! router that runs the follow-up, as the local queue reads it.
 //!
+//! Every end of a task goes through `settle` here (it also takes the task off
+//! `deadlines`, `super::deadlines`).
+//!
 //! Keys (beside `scripts`' own): `children:{id}`, a set of the follow-ups naming task `id`,
 //! each one's `pending` (its parents that have not succeeded) in its hash. A set holds at
 //! most the pool's unfinished tasks (`tasks.max_queued`) and those that ended since: a
@@ -41,6 +44,7 @@ local function link_parents(base, id, first)
   for i = first, #ARGV do redis.call('SADD', base .. 'children:' .. ARGV[i], id) end
 end
 local function settle(base, id, status)
+  redis.call('ZREM', base .. 'deadlines', id)
   local ck = base .. 'children:' .. id
   if redis.call('TYPE', ck).ok ~= 'set' then return end
   if status == 'succeeded' then
@@ -66,7 +70,9 @@ local function settle(base, id, status)
         local k = base .. 't:' .. c
         local st = redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'status')
         if st and not finals[st] and st ~= 'running' then
-          for _, z in ipairs({'ready', 'later', 'open'}) do redis.call('ZREM', base .. z, c) end
+          for _, z in ipairs({'ready', 'later', 'open', 'deadlines'}) do
+            redis.call('ZREM', base .. z, c)
+          end
           forget_owner(base .. 'open', k)
           redis.call('HSET', k, 'status', 'cancelled', 'req', '', 'ended_ms', now,
             'ended_by', 'after:' .. p[1] .. ':' .. p[2])
@@ -142,7 +148,8 @@ impl SharedQueue {
             .arg(request)
             .arg(idem.map_or("", |i| i.fingerprint.as_str()))
             .arg(max_open)
-            .arg(max_owner.unwrap_or(0));
+            .arg(max_owner.unwrap_or(0))
+            .arg(task.deadline_ms);
         for p in &task.after {
             call.arg(p.as_str());
         }

@@ -279,6 +279,10 @@ fn ended(task: &mut Task, ended_ms: Option<i64>, by: &str) {
     task.waiting_for = None;
     let err = match by {
         "cancel" => error(TaskCode::Cancelled, "cancelled by its owner"),
+        "deadline" => error(
+            TaskCode::DeadlineExceeded,
+            "its deadline passed before it finished",
+        ),
         "interrupted" => error(
             TaskCode::Interrupted,
             "the router running it stopped twice while it was running; it is not run a third time",

@@ -18,6 +18,8 @@
 //!   (a value that is no whole number counts as none and is dropped at the owner's next end).
 //! - `idem:{hash}`: `{fingerprint} {id}`, the pool-wide `Idempotency-Key`.
 //! - `seq`: the counter that numbers tasks in submit order.
+//! - `deadlines` (zset): unfinished tasks scored by their deadline (unix ms), for the
+//!   tasks that expire while they wait (`super::deadlines`).
 //! - `ended` (list): tasks a claim failed (interrupted twice) or a parent's end cancelled,
 //!   whose callbacks a router sends.
 //! - `children:{id}` (set): the follow-ups naming task `id` (`super::follow`); a follow-up's
@@ -81,11 +83,12 @@ end
 /// A resend of a keyed submit is answered however full the queue is; a new task only while
 /// the pool holds fewer than `max_open` unfinished ones (0: no bound), and its owner fewer
 /// than `max_owner` (0: no bound).
-/// A follow-up's parents (ARGV from the 10th) must be its owner's: it is stored `blocked`
+/// A follow-up's parents (ARGV from the 11th) must be its owner's: it is stored `blocked`
 /// on those that have not ended, linked to them (`follow`), and refused when one is
 /// unknown or ended without success (unless it comes ended already: then it is stored so).
+/// An unfinished task joins `deadlines` (`super::deadlines`).
 /// KEYS: task, ready, later, leases, all, idem, seq, open. ARGV: id, status, score, owner,
-/// doc, req, fingerprint ('' = no key), max_open, max_owner, parent ids...
+/// doc, req, fingerprint ('' = no key), max_open, max_owner, deadline_ms, parent ids...
 /// Returns `{'new', status stored}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}`,
 /// `{'keyfull', count}`, `{'unknown', index}`, `{'doomed', index, status}` or `{'!', why}`.
 const SUBMIT: &str = r"
@@ -114,7 +117,7 @@ local ended = finals[ARGV[2]]
 local status, pending = ARGV[2], 0
 if not ended then
   local refused
-  refused, pending = check_parents(base, ARGV[4], 10)
+  refused, pending = check_parents(base, ARGV[4], 11)
   if refused then return refused end
   if pending > 0 then status = 'blocked' elseif status == 'blocked' then status = 'queued' end
 end
@@ -132,7 +135,8 @@ if ended then
 else
   redis.call('ZADD', KEYS[8], 0, ARGV[1])
   if type(redis.pcall('HINCRBY', by, ARGV[4], 1)) ~= 'number' then redis.call('HSET', by, ARGV[4], 1) end
-  link_parents(base, ARGV[1], 10)
+  link_parents(base, ARGV[1], 11)
+  redis.call('ZADD', base .. 'deadlines', tonumber(ARGV[10]) or 0, ARGV[1])
 end
 if fp ~= '' then
   redis.call('SET', KEYS[6], fp .. ' ' .. ARGV[1])
@@ -375,6 +379,7 @@ pub(super) struct Scripts {
     pub prune: Script,
     pub take_slot: Script,
     pub let_go: Script,
+    pub expire_due: Script,
 }
 
 impl Scripts {
@@ -398,6 +403,7 @@ impl Scripts {
             prune: with(PRUNE),
             take_slot: with(super::limits::TAKE_SLOT),
             let_go: with(super::limits::LET_GO),
+            expire_due: with(super::deadlines::EXPIRE_DUE),
         }
     }
 }

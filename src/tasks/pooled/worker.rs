@@ -38,6 +38,8 @@ const POLL: Duration = Duration::from_millis(500);
 const COUNT_EVERY: Duration = Duration::from_secs(2);
 /// Tasks ended by a claim taken off the pool's list per count, at most.
 const ENDED_MAX: u32 = 64;
+/// Tasks past their deadline expired per count, at most.
+const EXPIRE_MAX: u32 = 256;
 /// Finished tasks past `tasks.keep` are looked for this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Claims in a row at most before the worker waits again (spoiled tasks are set aside one
@@ -59,6 +61,9 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
             if let Ok(n) = pq.saw(pq.queue.counts().await) {
                 *lock(&pq.counted) = n;
             }
+            // Tasks past their deadline while they waited (blocked, queued, in a backoff)
+            // expire now, not when next claimed; their callbacks go with the claims' ends.
+            let _ = pq.saw(pq.queue.expire_due(EXPIRE_MAX).await);
             ended_by_claims(&pq).await;
         }
         if pruned.elapsed() >= PRUNE_EVERY {
@@ -81,8 +86,9 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
     }
 }
 
-/// Tasks a claim failed (interrupted twice) have no router that wrote their end: the router
-/// that takes them off the pool's list sends their callbacks.
+/// Tasks a script ended (a claim at their second interruption, a deadline passed while they
+/// waited, a parent's end) have no router that wrote their end: the router that takes them
+/// off the pool's list sends their callbacks.
 async fn ended_by_claims(pq: &PoolQueue) {
     let Ok(ids) = pq.saw(pq.queue.take_ended(ENDED_MAX).await) else {
         return;
