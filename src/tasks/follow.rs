@@ -86,9 +86,14 @@ impl std::fmt::Display for Unfilled {
     }
 }
 
+/// Whether a request holds a `{{after.N}}` placeholder.
+pub fn has_placeholder(request: &[u8]) -> bool {
+    request.windows(8).any(|w| w == b"{{after.")
+}
+
 /// Whether `task`'s request needs its parents' text: it has parents, and a placeholder.
 pub fn needs_parents(task: &Task, request: &[u8]) -> bool {
-    !task.after.is_empty() && request.windows(8).any(|w| w == b"{{after.")
+    !task.after.is_empty() && has_placeholder(request)
 }
 
 /// The output text of each of a task's parents, in `after` order (`parents[i]`: `after[i]`
