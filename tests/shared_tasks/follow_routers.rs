@@ -2,7 +2,8 @@
 //! requests the witness: a follow-up submitted on b of a parent submitted on a reaches the
 //! machine only after the parent's answer, with that answer's text in it; a parent that
 //! expires cancels its follow-ups down the chain and none of them reaches the machine; a
-//! follow-up of a parent that already ended is stored cancelled at submit.
+//! follow-up of a parent that already ended is stored cancelled at submit; one that puts in
+//! an image parent's output ends `dependency_unusable` without reaching the machine.
 
 use std::time::Duration;
 
@@ -145,4 +146,37 @@ async fn a_parent_that_expires_cancels_its_follow_ups_on_both_routers_and_none_r
     // Only the parent's request ever reached the machine.
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(lab.sim.work_hits(), 1, "{}", lab.logs());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_putting_in_an_image_parents_output_ends_unusable_and_never_reaches_the_machine(
+) {
+    let mut lab = Lab::start("5s", 4).await;
+    lab.images = true;
+    let (a, b) = (lab.add_router("a").await, lab.add_router("b").await);
+    let draw = json!({"endpoint": "images/generations", "route": "draw",
+        "request": {"model": "draw", "prompt": "a fox on a bench", "response_format": "b64_json"}});
+    let (status, images) = post(&lab, a, draw).await;
+    assert_eq!(status, 202, "{images}");
+    let after = [id(&images)];
+    let (_, caption) = post(
+        &lab,
+        b,
+        chat("a caption for {{after.0}}", &after, json!({})),
+    )
+    .await;
+    let (_, plain) = post(&lab, b, chat("post them", &after, json!({}))).await;
+    let caption = finished(&lab, a, id(&caption)).await;
+    assert_eq!(caption["status"], "cancelled", "{caption}");
+    assert_eq!(caption["error"]["code"], "dependency_unusable", "{caption}");
+    let said = caption["error"]["message"].as_str().unwrap();
+    assert!(said.contains("image"), "{caption}");
+    let plain = finished(&lab, a, id(&plain)).await;
+    assert_eq!(plain["status"], "succeeded", "it puts in nothing: {plain}");
+    assert_eq!(lab.sim.hits("/v1/images/generations"), 1);
+    assert_eq!(
+        lab.sim.hits("/v1/chat/completions"),
+        1,
+        "the plain follow-up's only"
+    );
 }
