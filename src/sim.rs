@@ -250,6 +250,12 @@ impl Sim {
         self.inner.counts.hit_times()
     }
 
+    /// The most work requests it was answering at once (from arrival until its answer's
+    /// head is ready, a slow first byte included), since start or the last reset.
+    pub fn most_at_once(&self) -> u64 {
+        self.inner.counts.most_at_once()
+    }
+
     /// The body of the last work request received (tests check the router rewrote only `model`).
     pub fn last_body(&self) -> Option<Bytes> {
         self.inner.counts.last_body()

@@ -13,6 +13,14 @@
 //! - get, list and cancel from any router (`views`);
 //! - `tasks.max_queued` bounds the pool's unfinished tasks, and finished ones go after
 //!   `tasks.keep` with their idempotency keys (`bounds`);
+//! - a follow-up is claimed by no router until every parent succeeded; a parent that
+//!   fails, expires or is cancelled cancels its follow-ups down the chain in the same script;
+//!   one of a parent that already ended is handled at submit (`follow`);
+//! - the pool runs at most `tasks.max_running` tasks whichever routers claim them, and a
+//!   machine's `task_slots` are counted across routers; a dead router's come back when its
+//!   leases lapse (`limits`);
+//! - a task past its deadline that no router runs (blocked, queued) expires, its follow-ups
+//!   cancelled, while a running one is left to its walk (`deadlines`);
 //! - values another hand left in Redis (garbage JSON, a 2 MB field, wrong types, numbers out
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
@@ -23,6 +31,11 @@
 //!   once, with at most one more request per interrupted attempt (`failover`);
 //! - one `Idempotency-Key` sent to both routers at once makes one task; a task submitted on
 //!   one router is read, listed and cancelled on the other, whose walk then stops (`anywhere`);
+//! - a follow-up submitted on b of a parent on a reaches the machine after the parent's
+//!   answer, with its text; an expired parent's follow-ups never reach it (`follow_routers`);
+//! - `max_running: 1`, or one `task_slot`, across two routers: the slow machine never
+//!   answers two tasks at once; a router killed holding the pool's one slot gives it back
+//!   when its lease lapses (`limits`);
 //! - a callback is sent once, by the router that ended the task, and its delivery is shown
 //!   on every router (`callback`);
 //! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
@@ -55,14 +68,22 @@ mod anywhere;
 mod bounds;
 #[path = "shared_tasks/callback.rs"]
 mod callback;
+#[path = "shared_tasks/deadlines.rs"]
+mod deadlines;
 #[path = "shared_tasks/durable.rs"]
 mod durable;
 #[path = "shared_tasks/failover.rs"]
 mod failover;
+#[path = "shared_tasks/follow.rs"]
+mod follow;
+#[path = "shared_tasks/follow_routers.rs"]
+mod follow_routers;
 #[path = "shared_tasks/hostile.rs"]
 mod hostile;
 #[path = "shared_tasks/lease.rs"]
 mod lease;
+#[path = "shared_tasks/limits.rs"]
+mod limits;
 #[path = "shared_tasks/moving.rs"]
 mod moving;
 #[path = "shared_tasks/moving_file.rs"]

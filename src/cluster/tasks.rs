@@ -6,7 +6,10 @@
 //!
 //! Files: `scripts` (the Lua and the keys it keeps), `record` (a task written to Redis and
 //! read back as outside input), `answers` (what the scripts answer, as types), `durable`
-//! (the start check: on disk, or refused), `conn` (the connection, made again after it
+//! (the start check: on disk, or refused), `follow` (follow-ups: a task blocked until its
+//! parents succeeded, readied or cancelled by their ends), `limits` (`tasks.max_running` and
+//! `task_slots` counted for the pool), `deadlines` (tasks that expire while they wait),
+//! `conn` (the connection, made again after it
 //! dropped, and each operation's bound), `upkeep` (a finished task's callback noted, waiting
 //! tasks woken, the prune), `moving` (`labrouter task export|import`).
 //!
@@ -31,7 +34,10 @@ use crate::task::{Task, TaskId};
 
 mod answers;
 mod conn;
+mod deadlines;
 mod durable;
+mod follow;
+mod limits;
 pub mod moving;
 mod record;
 mod scripts;
@@ -40,6 +46,7 @@ mod upkeep;
 use answers::{ended, split, spoiled};
 pub use answers::{Cancelled, Ended, Page};
 use conn::{open, Refused};
+pub use follow::Linked;
 pub use record::{max_value, Fetched, Spoiled};
 pub use upkeep::PoolCounts;
 
@@ -154,51 +161,33 @@ impl SharedQueue {
     /// Stores `task` (queued, waiting or blocked) with its request, unless its key names
     /// one already, the pool holds `max_open` unfinished tasks (0: no bound) or its owner
     /// `max_owner` (`None`: no bound): [`Inserted::New`] only once Redis acknowledged the
-    /// write.
+    /// write. A follow-up (`after`) goes through [`SharedQueue::submit_linked`].
     pub async fn submit(
         &self,
         task: &Task,
         request: &[u8],
         idem: Option<&Idem>,
-        (max_open, max_owner): (u32, Option<u32>),
+        max: (u32, Option<u32>),
     ) -> Result<Inserted, QueueError> {
-        let mut call = self.scripts.submit.prepare_invoke();
-        let idem_key = idem.map_or(String::new(), |i| i.key.clone());
-        call.key(self.task_key(&task.id))
-            .key(self.key("ready"))
-            .key(self.key("later"))
-            .key(self.key("leases"))
-            .key(self.key("all"))
-            .key(self.key(&format!("idem:{idem_key}")))
-            .key(self.key("seq"))
-            .key(self.key("open"))
-            .arg(task.id.as_str())
-            .arg(task.status.as_str())
-            .arg(score(task))
-            .arg(&task.owner)
-            .arg(record::doc(task))
-            .arg(request)
-            .arg(idem.map_or("", |i| i.fingerprint.as_str()))
-            .arg(max_open)
-            .arg(max_owner.unwrap_or(0));
-        let (what, id): (String, String) = self
-            .bounded(call.invoke_async(&mut self.conn().await?))
-            .await?;
-        match what.as_str() {
-            "new" => Ok(Inserted::New),
-            "reused" => Ok(Inserted::KeyReused),
-            "full" => Err(QueueError::Full(id.parse().unwrap_or(u64::from(max_open)))),
-            "keyfull" => Err(QueueError::KeyFull(max_owner.unwrap_or(0))),
-            "existing" => id
-                .parse::<TaskId>()
-                .map(Inserted::Existing)
-                .map_err(|why| spoiled(&id, why)),
-            _ => Err(spoiled(task.id.as_str(), id)),
+        match self.submit_linked(task, request, idem, max).await? {
+            Linked::New(_) => Ok(Inserted::New),
+            Linked::KeyReused => Ok(Inserted::KeyReused),
+            Linked::Existing(id) => Ok(Inserted::Existing(id)),
+            Linked::UnknownAfter(i) | Linked::Doomed(i, _) => Err(spoiled(
+                task.id.as_str(),
+                format!("after[{i}]: a follow-up is submitted with submit_linked"),
+            )),
         }
     }
 
     /// The next due task, now this router's under a fresh lease; `None` when nothing is due.
     pub async fn claim(&self) -> Result<Option<Claimed>, QueueError> {
+        self.claim_within(0).await
+    }
+
+    /// As [`SharedQueue::claim`], but `None` too while the pool runs `max_running` tasks
+    /// (0: no bound), whichever routers run them.
+    pub async fn claim_within(&self, max_running: u32) -> Result<Option<Claimed>, QueueError> {
         let token = format!(
             "{}:{}",
             self.node,
@@ -213,7 +202,8 @@ impl SharedQueue {
             .arg(self.key("t:"))
             .arg(&token)
             .arg(millis(self.lease))
-            .arg(self.max_value);
+            .arg(self.max_value)
+            .arg(max_running);
         let got: Vec<String> = self
             .bounded(call.invoke_async(&mut self.conn().await?))
             .await?;

@@ -25,8 +25,13 @@ pub trait Gate {
     /// Held while the target is tried, released when dropped.
     type Held;
     /// Before the breaker is asked: whether the caller may use `machine` now (a task takes
-    /// one of the machine's task slots). `None` skips the target as busy.
-    fn hold(&mut self, fleet: &Fleet, machine: MachineId) -> Option<Self::Held>;
+    /// one of the machine's task slots, the pool's too with a shared queue). `None` skips
+    /// the target as busy.
+    fn hold(
+        &mut self,
+        fleet: &Fleet,
+        machine: MachineId,
+    ) -> impl Future<Output = Option<Self::Held>> + Send;
     /// Once per walk, after a machine admitted the call and before anything is sent.
     fn sending(&mut self) -> impl Future<Output = ()> + Send;
 }
@@ -37,8 +42,8 @@ pub struct Open;
 impl Gate for Open {
     type Held = ();
 
-    fn hold(&mut self, _: &Fleet, _: MachineId) -> Option<()> {
-        Some(())
+    fn hold(&mut self, _: &Fleet, _: MachineId) -> impl Future<Output = Option<()>> + Send {
+        std::future::ready(Some(()))
     }
 
     fn sending(&mut self) -> impl Future<Output = ()> + Send {
@@ -213,7 +218,7 @@ impl Walk<'_> {
     ) -> Step {
         let (fleet, reg) = (self.fleet, &self.fleet.registry);
         let machine = reg.models[model].machine;
-        let Some(_held) = gate.hold(fleet, machine) else {
+        let Some(_held) = gate.hold(fleet, machine).await else {
             let held = Held {
                 phase: fleet.machines.phase(machine),
                 failures: 0,

@@ -37,6 +37,19 @@ pub(super) struct Counts {
     /// Wall-clock arrival of each work request, oldest first, at most [`HIT_LOG_MAX`] of them.
     hit_log: Mutex<Vec<SystemTime>>,
     last_body: Mutex<Option<Bytes>>,
+    /// Work requests being answered now, and the most at once since the last reset.
+    at_once: Mutex<(u64, u64)>,
+}
+
+/// A work request being answered: counted at once until dropped (its answer is on its way,
+/// or it was cut).
+pub(super) struct Answering<'a>(&'a Counts);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        let mut n = lock(&self.0.at_once);
+        n.0 = n.0.saturating_sub(1);
+    }
 }
 
 impl Counts {
@@ -49,6 +62,18 @@ impl Counts {
                 log.push(crate::clock::wall());
             }
         }
+    }
+
+    /// A work request is being answered until the guard drops.
+    pub(super) fn answering(&self) -> Answering<'_> {
+        let mut n = lock(&self.at_once);
+        n.0 += 1;
+        n.1 = n.1.max(n.0);
+        Answering(self)
+    }
+
+    pub(super) fn most_at_once(&self) -> u64 {
+        lock(&self.at_once).1
     }
 
     pub(super) fn hits(&self, path: &str) -> u64 {
@@ -79,5 +104,7 @@ impl Counts {
         lock(&self.hits).clear();
         lock(&self.hit_log).clear();
         *lock(&self.last_body) = None;
+        let mut n = lock(&self.at_once);
+        n.1 = n.0;
     }
 }

@@ -75,6 +75,7 @@ pub(super) async fn handle(
             _ => metadata(&inner, meta, req).await,
         };
     }
+    let _answering = inner.counts.answering();
     let content_type = req.headers().get(CONTENT_TYPE).cloned();
     let Some(body) = read(req).await else {
         return error(

@@ -5,6 +5,8 @@
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::outcome::TaskCode;
+use crate::task::{Task, TaskId};
 use crate::upstream::Endpoint;
 
 /// A finished parent's text, or why it has none a follow-up could use.
@@ -82,6 +84,57 @@ impl std::fmt::Display for Unfilled {
             Unfilled::Bad(why) => f.write_str(why),
         }
     }
+}
+
+/// Whether a request holds a `{{after.N}}` placeholder.
+pub fn has_placeholder(request: &[u8]) -> bool {
+    request.windows(8).any(|w| w == b"{{after.")
+}
+
+/// Whether `task`'s request needs its parents' text: it has parents, and a placeholder.
+pub fn needs_parents(task: &Task, request: &[u8]) -> bool {
+    !task.after.is_empty() && has_placeholder(request)
+}
+
+/// The output text of each of a task's parents, in `after` order (`parents[i]`: `after[i]`
+/// as found, `None` when gone); the first without usable text cancels the follow-up with
+/// `dependency_unusable`, naming it.
+pub fn outputs(
+    after: &[TaskId],
+    parents: &[Option<Task>],
+) -> Result<Vec<String>, (TaskCode, String)> {
+    let mut outputs = Vec::with_capacity(after.len());
+    for (i, p) in after.iter().enumerate() {
+        let answer = parents
+            .get(i)
+            .and_then(Option::as_ref)
+            .and_then(|t| t.result.as_ref().map(|r| (t.endpoint, r)));
+        let out = match answer {
+            Some((endpoint, r)) => output(endpoint, r.body.get().as_bytes()),
+            None => Output::Unusable("it has no answer".into()),
+        };
+        match out {
+            Output::Text(t) => outputs.push(t),
+            Output::Unusable(why) => {
+                let why = format!("after[{i}] {p}: {why}");
+                return Err((TaskCode::DependencyUnusable, why));
+            }
+        }
+    }
+    Ok(outputs)
+}
+
+/// `task`'s request with its parents' text filled in (`parents` as [`outputs`] reads
+/// them), within `max` bytes; or how the task ends instead.
+pub fn filled(
+    task: &Task,
+    request: &[u8],
+    parents: &[Option<Task>],
+    max: usize,
+) -> Result<Bytes, (TaskCode, String)> {
+    let outputs = outputs(&task.after, parents)?;
+    substitute(task.endpoint, request, &outputs, max)
+        .map_err(|e| (TaskCode::InvalidRequest, e.to_string()))
 }
 
 /// `request` with each `{{after.N}}` inside message content (strings and text parts) and
@@ -254,134 +307,4 @@ fn fill(s: &mut String, outputs: &[String]) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_parents_text_goes_into_content_and_prompt_only() {
-        let parent = "say \"hi\"\nthen {{after.0}} — ünïcode ✓".to_string();
-        let req = br#"{"model":"{{after.0}}","messages":[{"role":"user","content":"use: {{after.0}}!"},{"role":"user","content":[{"type":"text","text":"[{{after.0}}]"},{"type":"image_url","image_url":{"url":"{{after.0}}"}}]}],"tools":[{"x":"{{after.0}}"}]}"#;
-        let out = substitute(Endpoint::Chat, req, std::slice::from_ref(&parent), 1 << 20).unwrap();
-        let v: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["model"], "{{after.0}}");
-        assert_eq!(v["messages"][0]["content"], format!("use: {parent}!"));
-        assert_eq!(
-            v["messages"][1]["content"][0]["text"],
-            format!("[{parent}]")
-        );
-        assert_eq!(
-            v["messages"][1]["content"][1]["image_url"]["url"],
-            "{{after.0}}"
-        );
-        assert_eq!(v["tools"][0]["x"], "{{after.0}}");
-        // One pass: the parent's own "{{after.0}}" was not replaced again.
-        assert!(v["messages"][0]["content"]
-            .as_str()
-            .unwrap()
-            .contains("then {{after.0}}"));
-        let out = substitute(
-            Endpoint::Completions,
-            br#"{"prompt":["a {{after.1}} b","{{after.0}}{{after.9}}"]}"#,
-            &["x".into(), "y".into()],
-            1 << 20,
-        )
-        .unwrap();
-        let v: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["prompt"][0], "a y b");
-        assert_eq!(v["prompt"][1], "x{{after.9}}");
-    }
-
-    #[test]
-    fn a_fill_past_its_budget_is_refused_with_the_size_it_would_have() {
-        let req = format!(
-            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
-            "{{after.0}}".repeat(1000)
-        );
-        let parent = "a\"b".repeat(500); // 2,000 bytes as JSON
-        let size = req.len() + 1000 * (2000 - 11);
-        assert_eq!(
-            substitute(
-                Endpoint::Chat,
-                req.as_bytes(),
-                std::slice::from_ref(&parent),
-                size - 1
-            ),
-            Err(Unfilled::TooLarge {
-                size,
-                max: size - 1
-            })
-        );
-        let out = substitute(Endpoint::Chat, req.as_bytes(), &[parent], size).unwrap();
-        assert_eq!(out.len(), size, "the count is exact for compact JSON");
-        // A request with no placeholder to fill is sent as it came, whatever its size.
-        let plain = br#"{"messages":[{"role":"user","content":"{{after.7}}"}]}"#;
-        assert_eq!(
-            substitute(Endpoint::Chat, plain, &["x".into()], 1)
-                .unwrap()
-                .as_ref(),
-            plain
-        );
-    }
-
-    #[test]
-    fn outputs_are_read_from_answers() {
-        let chat = br#"{"choices":[{"message":{"content":"done"},"finish_reason":"stop"}]}"#;
-        assert_eq!(output(Endpoint::Chat, chat), Output::Text("done".into()));
-        let cut = br#"{"choices":[{"message":{"content":"do"},"finish_reason":"length"}]}"#;
-        assert!(matches!(output(Endpoint::Chat, cut), Output::Unusable(_)));
-        let none = br#"{"choices":[{"message":{"content":null}}]}"#;
-        assert!(matches!(output(Endpoint::Chat, none), Output::Unusable(_)));
-        let text = br#"{"choices":[{"text":"t"}]}"#;
-        assert_eq!(
-            output(Endpoint::Completions, text),
-            Output::Text("t".into())
-        );
-    }
-
-    #[test]
-    fn a_responses_follow_up_reads_its_parents_output_text_and_fills_its_input() {
-        let answer = br#"{"object":"response","status":"completed","output":[
-            {"type":"reasoning","summary":[]},
-            {"type":"message","role":"assistant","content":[
-                {"type":"output_text","text":"first "},{"type":"refusal","refusal":"no"},
-                {"type":"output_text","text":"second"}]}]}"#;
-        let parent = match output(Endpoint::Responses, answer) {
-            Output::Text(t) => t,
-            Output::Unusable(why) => panic!("{why}"),
-        };
-        assert_eq!(parent, "first second");
-        let cut = br#"{"status":"incomplete","output":[{"type":"message","content":[{"type":"output_text","text":"x"}]}]}"#;
-        assert!(matches!(
-            output(Endpoint::Responses, cut),
-            Output::Unusable(_)
-        ));
-        let calls = br#"{"status":"completed","output":[{"type":"function_call","name":"f","arguments":"{}"}]}"#;
-        assert!(matches!(
-            output(Endpoint::Responses, calls),
-            Output::Unusable(_)
-        ));
-
-        let req = br#"{"model":"m","instructions":"{{after.0}}","input":[{"role":"user","content":[{"type":"input_text","text":"review: {{after.0}}"},{"type":"input_image","image_url":"{{after.0}}"}]},{"role":"user","content":"and {{after.0}}"}]}"#;
-        let out = substitute(
-            Endpoint::Responses,
-            req,
-            std::slice::from_ref(&parent),
-            1 << 20,
-        )
-        .unwrap();
-        let v: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["input"][0]["content"][0]["text"], "review: first second");
-        assert_eq!(v["input"][0]["content"][1]["image_url"], "{{after.0}}");
-        assert_eq!(v["input"][1]["content"], "and first second");
-        assert_eq!(v["instructions"], "{{after.0}}", "input only");
-        let plain = substitute(
-            Endpoint::Responses,
-            br#"{"input":"go on from {{after.0}}"}"#,
-            &[parent],
-            1 << 20,
-        )
-        .unwrap();
-        let v: Value = serde_json::from_slice(&plain).unwrap();
-        assert_eq!(v["input"], "go on from first second");
-    }
-}
+mod tests;

@@ -18,13 +18,15 @@ use tokio::task::AbortHandle;
 
 use super::deliver::{Book, Read, Standing};
 use super::model::{Task, TaskId};
-use super::queue::Queue;
+use super::queue::{Queue, SubmitError};
 use super::scheduler::FleetNow;
 use super::slots::Slots;
 use super::submit::NewTask;
-use crate::cluster::tasks::{Cancelled, Fetched, Page, PoolCounts, QueueError, SharedQueue};
-use crate::outcome::TaskStatus;
-use crate::store::tasks::{Idem, Inserted};
+use crate::cluster::tasks::{
+    Cancelled, Fetched, Linked, Page, PoolCounts, QueueError, SharedQueue,
+};
+use crate::outcome::{TaskCode, TaskStatus};
+use crate::store::tasks::Idem;
 use crate::store::{Msg, Store};
 
 mod worker;
@@ -49,6 +51,9 @@ pub enum PoolError {
     KeyReused,
     #[error("{0}")]
     Vanished(String),
+    /// A follow-up's `after` names no task of its owner in the pool.
+    #[error(transparent)]
+    After(#[from] SubmitError),
 }
 
 /// What `/status` says of the shared queue.
@@ -215,7 +220,9 @@ impl PoolQueue {
     }
 
     /// Stores a new task in the pool's queue: [`Pooled::New`] only once Redis acknowledged
-    /// the write.
+    /// the write. A follow-up whose parent is not its owner's in the pool is refused; one
+    /// whose parent already ended without success is stored cancelled, as the local queue
+    /// does.
     pub async fn submit(
         &self,
         owner: &str,
@@ -223,21 +230,46 @@ impl PoolQueue {
         idem: Option<Idem>,
     ) -> Result<Pooled, PoolError> {
         let request = new.request.clone();
-        let task = Queue::new_task(owner, new, None, crate::clock::wall());
+        let wall = crate::clock::wall();
+        let mut task = Queue::new_task(owner, new, None, wall);
         let limits = &(self.fleet)().registry.tasks;
         let max = (limits.max_queued, limits.max_queued_per_key);
-        let done = self.saw(self.queue.submit(&task, &request, idem.as_ref(), max).await)?;
-        match done {
-            Inserted::New => {
-                self.wake.notify_one();
-                Ok(Pooled::New(Box::new(task)))
-            }
-            Inserted::KeyReused => Err(PoolError::KeyReused),
-            Inserted::Existing(id) => match self.get(&id, Some(owner)).await? {
-                Some(f) => Ok(Pooled::Replayed(Box::new(f))),
-                None => Err(PoolError::Vanished(format!("{id} vanished"))),
-            },
+        // A doomed follow-up is stored once more, ended: a parent's end is final.
+        for _ in 0..2 {
+            let done = self.saw(
+                self.queue
+                    .submit_linked(&task, &request, idem.as_ref(), max)
+                    .await,
+            )?;
+            let doomed = match done {
+                Linked::New(status) => {
+                    task.status = status;
+                    match status.is_finished() {
+                        true => self.finished(&task),
+                        false => self.wake.notify_one(),
+                    }
+                    return Ok(Pooled::New(Box::new(task)));
+                }
+                Linked::KeyReused => return Err(PoolError::KeyReused),
+                Linked::Existing(id) => {
+                    return match self.get(&id, Some(owner)).await? {
+                        Some(f) => Ok(Pooled::Replayed(Box::new(f))),
+                        None => Err(PoolError::Vanished(format!("{id} vanished"))),
+                    }
+                }
+                Linked::UnknownAfter(index) => {
+                    let id = task.after[index].clone();
+                    return Err(SubmitError::UnknownAfter { index, id }.into());
+                }
+                Linked::Doomed(index, status) => (index, status),
+            };
+            let why = format!("after[{}] {} {}", doomed.0, task.after[doomed.0], doomed.1);
+            Queue::doom(&mut task, TaskCode::DependencyFailed, &why, wall);
         }
+        Err(PoolError::Vanished(format!(
+            "{} was refused twice for its parents",
+            task.id
+        )))
     }
 
     /// Task `id` of `owner` (anyone's when `None`), whole.

@@ -3,6 +3,8 @@
 //! must not start while interactive requests wait for the machine).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::fleet::Fleet;
@@ -12,6 +14,20 @@ use crate::outcome::{MachineId, ModelId};
 #[derive(Debug, Default)]
 pub struct Slots {
     running: Mutex<HashMap<String, u32>>,
+}
+
+/// A machine's task slots counted across the routers of a pool (`cluster.tasks: shared`),
+/// beside this router's own count: taken by a walk's task, given back by the queue when the
+/// task takes another machine's, ends, is given back, or its lease lapses.
+pub trait PoolSlots: Send + Sync {
+    /// Takes one of `machine`'s `max` slots in the pool for the walk's task; false when
+    /// they are all taken (or the pool's count cannot be reached: the target is skipped as
+    /// busy).
+    fn take<'a>(
+        &'a self,
+        machine: &'a str,
+        max: u32,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 }
 
 /// A machine slot held by a running walk; released when dropped.

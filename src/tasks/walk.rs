@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::model::{Accept, AttemptRecord, Task, TaskResult};
 use super::queue::{error, Group, Tried, WalkEnd};
-use super::slots::{Slot, Slots};
+use super::slots::{PoolSlots, Slot, Slots};
 use crate::fleet::Fleet;
 use crate::outcome::{Attempted, Endpoint, Fault, MachineId, ModelId, Reason, TaskCode, Wire};
 use crate::proxy::{Front, Gate, Walk, Walked};
@@ -59,10 +59,12 @@ impl Front for Whole {
     }
 }
 
-/// A task takes at most `task_slots` of a machine, never the last interactive slot; and
-/// marks itself running on disk once, before the first request is sent.
+/// A task takes at most `task_slots` of a machine, never the last interactive slot (and,
+/// with a shared queue, at most `task_slots` in the pool); and marks itself running on disk
+/// once, before the first request is sent.
 struct TaskGate<M> {
     slots: Arc<Slots>,
+    pool: Option<Arc<dyn PoolSlots>>,
     mark: Option<M>,
 }
 
@@ -73,9 +75,22 @@ where
 {
     type Held = Slot;
 
-    fn hold(&mut self, fleet: &Fleet, machine: MachineId) -> Option<Slot> {
-        let task_slots = fleet.registry.machines[machine].task_slots;
-        self.slots.take(fleet, machine, task_slots)
+    fn hold(
+        &mut self,
+        fleet: &Fleet,
+        machine: MachineId,
+    ) -> impl Future<Output = Option<Slot>> + Send {
+        let m = &fleet.registry.machines[machine];
+        let (name, task_slots) = (m.name.clone(), m.task_slots);
+        let here = self.slots.take(fleet, machine, task_slots);
+        let pool = self.pool.clone();
+        async move {
+            let slot = here?;
+            match pool {
+                Some(pool) if !pool.take(&name, task_slots).await => None,
+                _ => Some(slot),
+            }
+        }
     }
 
     fn sending(&mut self) -> impl Future<Output = ()> + Send {
@@ -96,6 +111,8 @@ pub struct Job {
     pub parsed: Arc<Parsed>,
     pub deadline: Instant,
     pub slots: Arc<Slots>,
+    /// The pool's count of each machine's task slots, with a shared queue.
+    pub pool: Option<Arc<dyn PoolSlots>>,
     /// The route's name, for metrics.
     pub label: String,
 }
@@ -121,6 +138,7 @@ where
     };
     let mut gate = TaskGate {
         slots: job.slots,
+        pool: job.pool,
         mark: Some(mark),
     };
     let walked = walk.run(&job.group, &front, &mut gate).await;

@@ -1,7 +1,7 @@
 //! The pool's queue seen from any router (README "Several routers", the shared queue): one
 //! `Idempotency-Key` sent to two routers at once makes one task; a task submitted on one
 //! router is read, listed and cancelled on the other, and the router running it stops; a bad
-//! submit is refused on either with the local queue's words (and `after`, not yet pool-wide).
+//! submit is refused on either with the local queue's words (an `after` naming no task too).
 
 use std::collections::BTreeSet;
 use std::time::Duration;

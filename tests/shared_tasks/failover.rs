@@ -12,7 +12,7 @@ use labrouter::sim::Fault;
 use crate::routers::Lab;
 
 const TASKS: u32 = 20;
-/// Each router runs this many at once.
+/// Router a runs this many at once (its `tasks.max_running`, counted for the pool).
 const SLOTS: u32 = 12;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,6 +31,9 @@ async fn a_killed_router_s_tasks_all_succeed_on_the_other_once_their_leases_laps
         async || lab.sim.work_hits() >= u64::from(SLOTS),
     )
     .await;
+    // max_running is the pool's: b, started with room for every task, runs the rest
+    // beside a's share.
+    lab.slots = TASKS;
     let b = lab.add_router("b").await;
     lab.until(
         "router b runs the rest",

@@ -22,14 +22,17 @@ pub struct Lab {
     dir: tempfile::TempDir,
     /// `cluster.task_lease`.
     lease: &'static str,
-    /// `tasks.max_running`, and the machine's `task_slots`.
-    slots: u32,
+    /// `tasks.max_running` (the pool's, as each router started from now on counts it), and
+    /// the machine's `task_slots`.
+    pub slots: u32,
     /// `defaults.breaker`, when set; and whether the machine's verdict is shared (its URL is
     /// loopback: not by default).
     pub breaker: Option<&'static str>,
     pub shared: bool,
     /// The machine's `task_slots` when not `slots`.
     pub task_slots: Option<u32>,
+    /// Whether the machine also draws: an image model and a route `draw` for it.
+    pub images: bool,
 }
 
 impl Lab {
@@ -48,6 +51,7 @@ impl Lab {
             breaker: None,
             shared: false,
             task_slots: None,
+            images: false,
         }
     }
 
@@ -116,9 +120,9 @@ machines:
   slow-box: {{ url: "{url}", max_concurrency: 64, task_slots: {task_slots}, shared: {shared} }}
 models:
   slow-m: {{ machine: slow-box, name: slow-model }}
-routes:
+{draw_model}routes:
   - {{ name: slow, default: true, chain: [slow-m] }}
-"#,
+{draw_route}"#,
             state = state.display(),
             lease = self.lease,
             slots = self.slots,
@@ -128,6 +132,14 @@ routes:
                 .map_or(String::new(), |b| format!("  breaker: {b}\n")),
             shared = self.shared,
             task_slots = self.task_slots.unwrap_or(self.slots),
+            draw_model = match self.images {
+                true => "  draw-m: { machine: slow-box, name: sdxl, kind: image }\n",
+                false => "",
+            },
+            draw_route = match self.images {
+                true => "  - { name: draw, chain: [draw-m] }\n",
+                false => "",
+            },
         )
     }
 

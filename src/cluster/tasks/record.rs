@@ -232,7 +232,23 @@ fn error(code: TaskCode, message: &str) -> TaskError {
     }
 }
 
-/// An end the scripts wrote (a cancel, a second lapse) over a doc that was not told.
+/// A follow-up cancelled by its parent's end (`ended_by` `after:{parent}:{status}`), in the
+/// local queue's words.
+fn follow_ended(what: &str) -> TaskError {
+    let (parent, status) = what.split_once(':').unwrap_or((what, ""));
+    let named = parent
+        .parse::<TaskId>()
+        .ok()
+        .zip(status.parse::<TaskStatus>().ok());
+    let why = match named {
+        Some((p, s)) => format!("a task it follows, {p}, ended {s}"),
+        None => "a task it follows did not succeed".to_string(),
+    };
+    error(TaskCode::DependencyFailed, &why)
+}
+
+/// An end the scripts wrote (a cancel, a second lapse, a parent's end) over a doc that
+/// was not told.
 fn ended(task: &mut Task, ended_ms: Option<i64>, by: &str) {
     if !task.status.is_finished() {
         return;
@@ -241,11 +257,18 @@ fn ended(task: &mut Task, ended_ms: Option<i64>, by: &str) {
     task.waiting_for = None;
     let err = match by {
         "cancel" => error(TaskCode::Cancelled, "cancelled by its owner"),
+        "deadline" => error(
+            TaskCode::DeadlineExceeded,
+            "its deadline passed before it finished",
+        ),
         "interrupted" => error(
             TaskCode::Interrupted,
             "the router running it stopped twice while it was running; it is not run a third time",
         ),
-        _ => return,
+        by => match by.strip_prefix("after:").map(follow_ended) {
+            Some(err) => err,
+            None => return,
+        },
     };
     task.error = Some(err);
     task.result = None;

@@ -8,19 +8,31 @@
 //!   `ended_ms` and `ended_by`, so a status is only ever changed here, by compare-and-set.
 //! - `ready` (zset): tasks that may run now, scored priority then age (lowest first).
 //! - `later` (zset): tasks that may run from a time on (a backoff), scored by Redis ms.
-//! - `leases` (zset): running tasks, scored by when their lease lapses (Redis ms).
+//! - `leases` (zset): running tasks, scored by when their lease lapses (Redis ms): the
+//!   pool's count against `tasks.max_running` (`super::limits`).
+//! - `mslots:{machine}` (zset, every score 0): tasks holding one of the machine's
+//!   `task_slots` in the pool; a task's hash names the one it holds (`slot`).
 //! - `all` (zset, every score 0): every task id, which sort by age, for the list and the prune.
 //! - `open` (zset, every score 0): the unfinished tasks, counted against `tasks.max_queued`.
 //! - `open_by` (hash): unfinished tasks per owner, counted against `tasks.max_queued_per_key`
 //!   (a value that is no whole number counts as none and is dropped at the owner's next end).
 //! - `idem:{hash}`: `{fingerprint} {id}`, the pool-wide `Idempotency-Key`.
 //! - `seq`: the counter that numbers tasks in submit order.
-//! - `ended` (list): tasks a claim failed (interrupted twice), whose callbacks a router sends.
+//! - `deadlines` (zset): unfinished tasks scored by their deadline (unix ms), for the
+//!   tasks that expire while they wait (`super::deadlines`).
+//! - `ended` (list): tasks a claim failed (interrupted twice) or a parent's end cancelled,
+//!   whose callbacks a router sends.
+//! - `children:{id}` (set): the follow-ups naming task `id` (`super::follow`); a follow-up's
+//!   hash keeps `pending`, its parents that have not succeeded.
 //!
 //! A task's hash is named from its id inside the scripts that walk the zsets (claim, list):
 //! one Redis, not a Redis Cluster, as the verdicts are.
 
 use redis::Script;
+
+mod views;
+
+use views::{COUNTS, GET, LIST};
 
 /// Helpers every script shares: Redis's clock, whether a status is final, and one task's
 /// hash read whole but bounded: each field's length is looked at (`HSTRLEN`) before it is
@@ -71,10 +83,14 @@ end
 /// A resend of a keyed submit is answered however full the queue is; a new task only while
 /// the pool holds fewer than `max_open` unfinished ones (0: no bound), and its owner fewer
 /// than `max_owner` (0: no bound).
+/// A follow-up's parents (ARGV from the 11th) must be its owner's: it is stored `blocked`
+/// on those that have not ended, linked to them (`follow`), and refused when one is
+/// unknown or ended without success (unless it comes ended already: then it is stored so).
+/// An unfinished task joins `deadlines` (`super::deadlines`).
 /// KEYS: task, ready, later, leases, all, idem, seq, open. ARGV: id, status, score, owner,
-/// doc, req, fingerprint ('' = no key), max_open, max_owner.
-/// Returns `{'new', id}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}`,
-/// `{'keyfull', count}` or `{'!', why}`.
+/// doc, req, fingerprint ('' = no key), max_open, max_owner, deadline_ms, parent ids...
+/// Returns `{'new', status stored}`, `{'existing', id}`, `{'reused', ''}`, `{'full', count}`,
+/// `{'keyfull', count}`, `{'unknown', index}`, `{'doomed', index, status}` or `{'!', why}`.
 const SUBMIT: &str = r"
 local fp = ARGV[7]
 if fp ~= '' then
@@ -96,22 +112,37 @@ local by_kind = redis.call('TYPE', by).ok
 if by_kind ~= 'hash' and by_kind ~= 'none' then return {'!', 'its owner counts hold a ' .. by_kind .. ', not a hash'} end
 local mine = by_kind == 'hash' and tonumber(redis.call('HGET', by, ARGV[4]) or '0') or 0
 if tonumber(ARGV[9]) > 0 and mine and mine >= tonumber(ARGV[9]) then return {'keyfull', tostring(mine)} end
+local base = base_of(KEYS[1], ARGV[1])
+local ended = finals[ARGV[2]]
+local status, pending = ARGV[2], 0
+if not ended then
+  local refused
+  refused, pending = check_parents(base, ARGV[4], 11)
+  if refused then return refused end
+  if pending > 0 then status = 'blocked' elseif status == 'blocked' then status = 'queued' end
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'!', 'a task with its id exists'} end
 local seq = redis.pcall('INCR', KEYS[7])
 if type(seq) ~= 'number' then return {'!', 'the task counter holds no whole number'} end
-redis.call('HSET', KEYS[1], 'status', ARGV[2], 'owner', ARGV[4], 'doc', ARGV[5],
-  'req', ARGV[6], 'score', ARGV[3], 'seq', seq, 'lease', '', 'lapses', '')
-if ARGV[2] == 'queued' or ARGV[2] == 'waiting' then
+redis.call('HSET', KEYS[1], 'status', status, 'owner', ARGV[4], 'doc', ARGV[5],
+  'req', ARGV[6], 'score', ARGV[3], 'seq', seq, 'lease', '', 'lapses', '', 'pending', pending)
+if status == 'queued' or status == 'waiting' then
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 end
 redis.call('ZADD', KEYS[5], 0, ARGV[1])
-redis.call('ZADD', KEYS[8], 0, ARGV[1])
-if type(redis.pcall('HINCRBY', by, ARGV[4], 1)) ~= 'number' then redis.call('HSET', by, ARGV[4], 1) end
+if ended then
+  redis.call('HSET', KEYS[1], 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
+else
+  redis.call('ZADD', KEYS[8], 0, ARGV[1])
+  if type(redis.pcall('HINCRBY', by, ARGV[4], 1)) ~= 'number' then redis.call('HSET', by, ARGV[4], 1) end
+  link_parents(base, ARGV[1], 11)
+  redis.call('ZADD', base .. 'deadlines', tonumber(ARGV[10]) or 0, ARGV[1])
+end
 if fp ~= '' then
   redis.call('SET', KEYS[6], fp .. ' ' .. ARGV[1])
   redis.call('HSET', KEYS[1], 'idem', KEYS[6])
 end
-return {'new', ARGV[1]}
+return {'new', status}
 ";
 
 /// The next task to run, under a lease. First the leases that lapsed (their router died):
@@ -120,13 +151,17 @@ return {'new', ARGV[1]}
 /// `ready` (priority, then age) is taken. Entries that name no runnable task are dropped.
 /// A task failed so is listed in `ended` (at most the last 1000), for a router to send its
 /// callback ([`TAKE_ENDED`]).
-/// KEYS: open, ready, later, leases, ended. ARGV: task key prefix, token, lease_ms, max.
+/// Nothing is taken while the pool runs `max_running` tasks (`leases`, 0: no bound), and a
+/// lapsed lease gives back its machine slot (`limits`).
+/// KEYS: open, ready, later, leases, ended. ARGV: task key prefix, token, lease_ms, max,
+/// max_running.
 /// Returns `{}` when nothing is due, else what [`COMMON`]'s `fetch` returns (whole).
 const CLAIM: &str = r"
 local now = now_ms()
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 32)) do
   redis.call('ZREM', KEYS[4], id)
   local k = ARGV[1] .. id
+  if redis.call('TYPE', k).ok == 'hash' then free_slot(base_of(k, id), id, k) end
   if redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'status') == 'running' then
     local lapses = redis.call('HSTRLEN', k, 'lapses') <= 64 and redis.call('HGET', k, 'lapses') or 'x,x'
     if lapses == '' then lapses = tostring(now) else lapses = lapses .. ',' .. now end
@@ -137,6 +172,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0
       forget_owner(KEYS[1], k)
       redis.call('RPUSH', KEYS[5], id)
       redis.call('LTRIM', KEYS[5], -1000, -1)
+      settle(base_of(k, id), id, 'failed')
     else
       redis.call('HSET', k, 'status', 'queued')
       redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
@@ -150,6 +186,8 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0
     redis.call('ZADD', KEYS[2], tonumber(redis.call('HGET', k, 'score')) or 0, id)
   end
 end
+local most = tonumber(ARGV[5]) or 0
+if most > 0 and redis.call('ZCARD', KEYS[4]) >= most then return {} end
 for _ = 1, 64 do
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)
   if #head == 0 then return {} end
@@ -190,6 +228,7 @@ if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 local s = redis.call('HMGET', KEYS[1], 'status', 'lease', 'score')
 if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 0 end
 unqueue(ARGV[1])
+free_slot(base_of(KEYS[1], ARGV[1]), ARGV[1], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[3], 'doc', ARGV[4], 'lease', '')
 local delay = tonumber(ARGV[5])
 if delay > 0 then
@@ -211,14 +250,17 @@ if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return {0, ''} end
 local s = redis.call('HGET', KEYS[1], 'status') or ''
 if finals[s] then return {0, s} end
 close(ARGV[1])
+free_slot(base_of(KEYS[1], ARGV[1]), ARGV[1], KEYS[1])
 forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'doc', ARGV[3], 'result', ARGV[4],
   'lease', '', 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
+settle(base_of(KEYS[1], ARGV[1]), ARGV[1], ARGV[2])
 return {1, ARGV[2]}
 ";
 
 /// A cancel by the task's owner (`*`: any): compare-and-set as [`FINISH`]. A running
-/// task's holder learns it at its next renew and stops.
+/// task's holder learns it at its next renew and stops; until it lets go (or its lease
+/// lapses) the task keeps its lease and machine slot, counted as running (`limits`).
 /// KEYS: task, ready, later, leases, open. ARGV: id, owner.
 /// Returns `{1, status before}`, `{0, final status}`, or `{0, ''}` (no such task of this owner).
 const CANCEL: &str = r"
@@ -227,10 +269,16 @@ local s = redis.call('HMGET', KEYS[1], 'status', 'owner')
 if ARGV[2] ~= '*' and s[2] ~= ARGV[2] then return {0, ''} end
 local st = s[1] or ''
 if finals[st] then return {0, st} end
-close(ARGV[1])
+if st == 'running' then
+  for _, z in ipairs({KEYS[2], KEYS[3], KEYS[5]}) do redis.call('ZREM', z, ARGV[1]) end
+else
+  close(ARGV[1])
+  redis.call('HSET', KEYS[1], 'lease', '')
+end
 forget_owner(KEYS[5], KEYS[1])
-redis.call('HSET', KEYS[1], 'status', 'cancelled', 'lease', '', 'req', '',
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'req', '',
   'ended_ms', now_ms(), 'ended_by', 'cancel')
+settle(base_of(KEYS[1], ARGV[1]), ARGV[1], 'cancelled')
 return {1, st}
 ";
 
@@ -259,13 +307,6 @@ if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return {} end
 return redis.call('LPOP', KEYS[1], tonumber(ARGV[1])) or {}
 ";
 
-/// The pool's queue in numbers: unfinished tasks, running (leased), due now, due later.
-/// KEYS: open, leases, ready, later.
-const COUNTS: &str = r"
-return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
-  redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4])}
-";
-
 /// A finished task's `doc` written again, to record its callback's delivery; nothing else
 /// of a finished task changes, and an unfinished one is left alone.
 /// KEYS: task. ARGV: doc. Returns 1 when written.
@@ -283,44 +324,16 @@ const SET_ASIDE: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then return 0 end
 close(ARGV[1])
+free_slot(base_of(KEYS[1], ARGV[1]), ARGV[1], KEYS[1])
 forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'failed', 'lease', '', 'ended_ms', now_ms(), 'ended_by', 'spoiled')
+settle(base_of(KEYS[1], ARGV[1]), ARGV[1], 'failed')
 return 1
 ";
 
-/// One task, whole (request and result too). KEYS: task. ARGV: id, max.
-const GET: &str = r"
-return fetch(KEYS[1], ARGV[1], tonumber(ARGV[2]), true) or {}
-";
-
-/// A page of tasks, newest first, without request or result: ids before `before` ('' =
-/// the newest), of `owner` (`*`: any) and `status` ('' = any), at most `limit`, looking at
-/// no more than `scan` ids. KEYS: all. ARGV: task key prefix, before, limit, status,
-/// owner, scan, max. Returns the tasks' `fetch`es, flattened, then the last id looked at
-/// ('' when the list ended).
-const LIST: &str = r"
-local from = ARGV[2] == '' and '+' or ('(' .. ARGV[2])
-local ids = redis.call('ZREVRANGEBYLEX', KEYS[1], from, '-', 'LIMIT', 0, tonumber(ARGV[6]))
-local out, n, last = {}, 0, ''
-for _, id in ipairs(ids) do
-  last = id
-  local k = ARGV[1] .. id
-  local owner = redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 'owner')
-  if owner and (ARGV[5] == '*' or owner == ARGV[5]) then
-    local got = fetch(k, id, tonumber(ARGV[7]), false)
-    if got[1] == '!' or ARGV[4] == '' or got[3] == ARGV[4] then
-      for _, v in ipairs(got) do out[#out + 1] = v end
-      n = n + 1
-      if n >= tonumber(ARGV[3]) then return {out, id} end
-    end
-  end
-end
-if #ids < tonumber(ARGV[6]) then last = '' end
-return {out, last}
-";
-
 /// Finished tasks that ended more than `keep_ms` ago go, with their idempotency keys
-/// (README "Tasks": `tasks.keep`), oldest first, looking at no more than `scan` ids.
+/// (README "Tasks": `tasks.keep`), oldest first, looking at no more than `scan` ids; a
+/// parent stays while a follow-up it names has not ended (`follow`).
 /// KEYS: all. ARGV: task key prefix, keep_ms, scan. Returns how many went.
 const PRUNE: &str = r"
 local before = now_ms() - tonumber(ARGV[2])
@@ -332,7 +345,7 @@ for _, id in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], '-', '+', 'LIMIT', 0, ton
   else
     local h = redis.call('HMGET', k, 'status', 'ended_ms', 'idem')
     local ended = tonumber(h[2] or '')
-    if finals[h[1] or ''] and ended and ended <= before then
+    if finals[h[1] or ''] and ended and ended <= before and not followed(base_of(k, id), id) then
       local idem = h[3] or ''
       if idem ~= '' and redis.call('TYPE', idem).ok == 'string'
         and redis.call('STRLEN', idem) <= 200
@@ -364,11 +377,15 @@ pub(super) struct Scripts {
     pub get: Script,
     pub list: Script,
     pub prune: Script,
+    pub take_slot: Script,
+    pub let_go: Script,
+    pub expire_due: Script,
 }
 
 impl Scripts {
     pub fn new() -> Scripts {
-        let with = |body: &str| Script::new(&format!("{COMMON}{body}"));
+        let helpers = format!("{COMMON}{}{}", super::follow::LUA, super::limits::LUA);
+        let with = |body: &str| Script::new(&format!("{helpers}{body}"));
         Scripts {
             submit: with(SUBMIT),
             claim: with(CLAIM),
@@ -384,6 +401,9 @@ impl Scripts {
             get: with(GET),
             list: with(LIST),
             prune: with(PRUNE),
+            take_slot: with(super::limits::TAKE_SLOT),
+            let_go: with(super::limits::LET_GO),
+            expire_due: with(super::deadlines::EXPIRE_DUE),
         }
     }
 }

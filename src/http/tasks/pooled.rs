@@ -3,8 +3,6 @@
 //! Redis, so any router of the pool shows, lists and cancels it. A 202 only once Redis
 //! acknowledged the write; Redis away or slower than `cluster.task_timeout` is a 503
 //! `queue_unavailable` with `Retry-After`.
-//!
-//! Not yet across the pool (refused with 400, README): `after` (follow-ups).
 
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
@@ -39,6 +37,7 @@ impl From<PoolError> for AppError {
                 format!("your key has tasks.max_queued_per_key ({max}) unfinished tasks in the shared task queue; try again later"),
             ),
             PoolError::KeyReused => AppError::new(Code::IdempotencyKeyReused, e.to_string()),
+            PoolError::After(e) => e.into(),
             PoolError::Queue(QueueError::Spoiled(_)) | PoolError::Vanished(_) => {
                 tracing::error!(error = %e, "shared task queue: a task cannot be read back");
                 AppError::new(
@@ -67,12 +66,6 @@ pub async fn submit(
     new: NewTask,
     idem: Option<Idem>,
 ) -> Result<Response, AppError> {
-    if !new.after.is_empty() {
-        return Err(AppError::new(
-            Code::InvalidTask,
-            "after: follow-ups are not available with cluster.tasks: shared yet; submit the follow-up once its parents succeeded",
-        ));
-    }
     let request = new.request.clone();
     match pq.submit(owner, new, idem).await? {
         Pooled::New(task) => Ok(super::accepted(&task, &request)),

@@ -10,6 +10,8 @@
 //! walk again at once), and every [`POLL`] otherwise (tasks submitted on another router,
 //! leases that lapsed).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,14 +20,16 @@ use bytes::Bytes;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::{lock, PoolQueue};
+use super::{lock, PoolError, PoolQueue};
 use crate::cluster::tasks::{Claimed, Ended, QueueError};
 use crate::fleet::Fleet;
 use crate::outcome::TaskCode;
 use crate::request::Parsed;
-use crate::task::Task;
+use crate::task::{Task, TaskId};
+use crate::tasks::follow;
 use crate::tasks::queue::lone::{self, Next};
 use crate::tasks::queue::{Group, WalkEnd};
+use crate::tasks::slots::PoolSlots;
 use crate::tasks::walk::{chain_of, label_of, ready_to_send, walk, Job};
 
 /// Looked for work at least this often.
@@ -34,6 +38,8 @@ const POLL: Duration = Duration::from_millis(500);
 const COUNT_EVERY: Duration = Duration::from_secs(2);
 /// Tasks ended by a claim taken off the pool's list per count, at most.
 const ENDED_MAX: u32 = 64;
+/// Tasks past their deadline expired per count, at most.
+const EXPIRE_MAX: u32 = 256;
 /// Finished tasks past `tasks.keep` are looked for this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Claims in a row at most before the worker waits again (spoiled tasks are set aside one
@@ -55,6 +61,9 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
             if let Ok(n) = pq.saw(pq.queue.counts().await) {
                 *lock(&pq.counted) = n;
             }
+            // Tasks past their deadline while they waited (blocked, queued, in a backoff)
+            // expire now, not when next claimed; their callbacks go with the claims' ends.
+            let _ = pq.saw(pq.queue.expire_due(EXPIRE_MAX).await);
             ended_by_claims(&pq).await;
         }
         if pruned.elapsed() >= PRUNE_EVERY {
@@ -77,8 +86,9 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
     }
 }
 
-/// Tasks a claim failed (interrupted twice) have no router that wrote their end: the router
-/// that takes them off the pool's list sends their callbacks.
+/// Tasks a script ended (a claim at their second interruption, a deadline passed while they
+/// waited, a parent's end) have no router that wrote their end: the router that takes them
+/// off the pool's list sends their callbacks.
 async fn ended_by_claims(pq: &PoolQueue) {
     let Ok(ids) = pq.saw(pq.queue.take_ended(ENDED_MAX).await) else {
         return;
@@ -104,7 +114,8 @@ async fn claim_while_room(pq: &Arc<PoolQueue>) {
         if pq.running.load(Ordering::Acquire) >= max || held {
             return;
         }
-        match pq.saw(pq.queue.claim().await) {
+        // The pool's count too: at most max_running at once, whichever routers run them.
+        match pq.saw(pq.queue.claim_within(max).await) {
             Ok(Some(claimed)) => {
                 pq.running.fetch_add(1, Ordering::AcqRel);
                 let kept = (claimed.task.clone(), claimed.token.clone());
@@ -131,8 +142,10 @@ async fn run_one(pq: Arc<PoolQueue>, claimed: Claimed) {
     let next = if lone::expire_if_due(&mut task, crate::clock::wall()) {
         Some(Next::End)
     } else {
-        match prepare(&fleet, &task, request) {
-            Err((code, why)) => {
+        match prepare(&pq, &fleet, &task, request).await {
+            // Its parents could not be read (Redis away): again shortly.
+            Err(None) => Some(Next::Again(RETRY)),
+            Err(Some((code, why))) => {
                 let end = WalkEnd::Unprepared(code, why);
                 Some(lone::walked(&mut task, end, crate::clock::wall()))
             }
@@ -152,29 +165,45 @@ async fn run_one(pq: Arc<PoolQueue>, claimed: Claimed) {
         }
         Some(Next::Again(delay)) => give_back(&pq, &task, &token, delay).await,
         Some(Next::Busy) => give_back(&pq, &task, &token, lone::BUSY_AGAIN).await,
-        // No longer this router's: cancelled, or its lease lapsed and another took it.
-        None => {}
+        // No longer this router's: cancelled (its running place and machine slot come back
+        // now), or its lease lapsed and another took it.
+        None => {
+            let _ = pq.saw(pq.queue.let_go(&task, &token).await);
+        }
     }
     lock(&pq.walks).remove(&task.id);
     pq.running.fetch_sub(1, Ordering::AcqRel);
     pq.wake.notify_one();
 }
 
-/// The task's request ready to send, and its chain; or why it cannot run.
-fn prepare(
+/// The task's request ready to send (a follow-up's `{{after.N}}` filled from its parents'
+/// answers, as the local queue fills them), and its chain; or why it cannot run (`None`:
+/// its parents could not be read now).
+async fn prepare(
+    pq: &PoolQueue,
     fleet: &Fleet,
     task: &Task,
     request: Option<Bytes>,
-) -> Result<(Arc<Parsed>, Group), (TaskCode, String)> {
-    let unreadable = |why: String| (TaskCode::InvalidRequest, why);
+) -> Result<(Arc<Parsed>, Group), Option<(TaskCode, String)>> {
+    let unreadable = |why: String| Some((TaskCode::InvalidRequest, why));
     let request = request
         .filter(|b| !b.is_empty())
         .ok_or_else(|| unreadable("its request is not in the shared queue".into()))?;
-    let parsed = ready_to_send(
-        task.endpoint,
-        request,
-        fleet.registry.tasks.max_request_body,
-    )?;
+    let max = fleet.registry.tasks.max_request_body;
+    let request = if follow::needs_parents(task, &request) {
+        let mut parents = Vec::with_capacity(task.after.len());
+        for p in &task.after {
+            match pq.get(p, None).await {
+                Ok(f) => parents.push(f.map(|f| f.task)),
+                Err(PoolError::Queue(QueueError::Unavailable(_))) => return Err(None),
+                Err(_) => parents.push(None),
+            }
+        }
+        follow::filled(task, &request, &parents, max)?
+    } else {
+        request
+    };
+    let parsed = ready_to_send(task.endpoint, request, max)?;
     let group = chain_of(fleet, task, &parsed)?;
     Ok((parsed, group))
 }
@@ -182,7 +211,7 @@ fn prepare(
 /// Walks the task while its lease is kept; `None` when the lease was lost (the walk is
 /// dropped: a cancel, neutral for the breaker).
 async fn walked(
-    pq: &PoolQueue,
+    pq: &Arc<PoolQueue>,
     fleet: &Arc<Fleet>,
     task: &mut Task,
     token: &str,
@@ -204,6 +233,11 @@ async fn walked(
         parsed,
         deadline,
         slots: Arc::clone(&pq.slots),
+        pool: Some(Arc::new(WalkSlots {
+            pq: Arc::clone(pq),
+            id: task.id.clone(),
+            token: token.to_string(),
+        })),
     };
     // Claimed is running already, in Redis: nothing to mark before sending.
     let end = tokio::select! {
@@ -211,6 +245,31 @@ async fn walked(
         () = keep_lease(pq, task, token) => return None,
     };
     Some(lone::walked(task, end, crate::clock::wall()))
+}
+
+/// A walk's task slots in the pool: taken in Redis under the task's lease, given back by
+/// the queue's scripts (the next take, the end, the give-back, a lapse).
+struct WalkSlots {
+    pq: Arc<PoolQueue>,
+    id: TaskId,
+    token: String,
+}
+
+impl PoolSlots for WalkSlots {
+    fn take<'a>(
+        &'a self,
+        machine: &'a str,
+        max: u32,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let took = self
+                .pq
+                .queue
+                .take_slot(&self.id, &self.token, machine, max)
+                .await;
+            matches!(self.pq.saw(took), Ok(true))
+        })
+    }
 }
 
 /// Renews the lease every third of it; returns when it is no longer this router's. While

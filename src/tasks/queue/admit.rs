@@ -75,15 +75,16 @@ impl Queue {
             }),
         };
         if let Some((code, why)) = doomed {
-            let why = format!("a task it follows did not succeed: {why}");
-            finish(
-                &mut task,
-                TaskStatus::Cancelled,
-                Some(error(code, &why)),
-                wall,
-            );
+            Queue::doom(&mut task, code, &why, wall);
         }
         task
+    }
+
+    /// A new task cancelled at once: a parent it names (`why`) already ended without
+    /// success.
+    pub fn doom(task: &mut Task, code: TaskCode, why: &str, wall: SystemTime) {
+        let why = format!("a task it follows did not succeed: {why}");
+        finish(task, TaskStatus::Cancelled, Some(error(code, &why)), wall);
     }
 
     /// A stored task joins the queue. Each parent is live (it blocks the task), finished

@@ -12,7 +12,7 @@ use super::{lock, Scheduler};
 use crate::fleet::Fleet;
 use crate::outcome::{ModelId, TaskCode};
 use crate::request::Parsed;
-use crate::tasks::follow::{self, Output};
+use crate::tasks::follow;
 use crate::tasks::model::{Task, TaskId};
 use crate::tasks::queue::{Group, Start, WalkEnd, ROUTE_BATCH};
 use crate::tasks::walk::{chain_of, label_of, ready_to_send, walk, Job};
@@ -138,38 +138,16 @@ impl Scheduler {
             .filter(|b| !b.is_empty())
             .ok_or_else(|| unreadable("its request is not in the store".into()))?;
         let max = fleet.registry.tasks.max_request_body;
-        let placeholders = request.windows(8).any(|w| w == b"{{after.");
-        let request = if task.after.is_empty() || !placeholders {
-            request
+        let request = if follow::needs_parents(task, &request) {
+            let mut parents = Vec::with_capacity(task.after.len());
+            for p in &task.after {
+                parents.push(self.get(p, None).await.ok().flatten());
+            }
+            follow::filled(task, &request, &parents, max)?
         } else {
-            let outputs = self.outputs(task).await?;
-            follow::substitute(task.endpoint, &request, &outputs, max)
-                .map_err(|e| unreadable(e.to_string()))?
+            request
         };
         ready_to_send(task.endpoint, request, max)
-    }
-
-    /// The output text of each of a task's parents, in `after` order.
-    async fn outputs(&self, task: &Task) -> Result<Vec<String>, (TaskCode, String)> {
-        let mut outputs = Vec::with_capacity(task.after.len());
-        for (i, p) in task.after.iter().enumerate() {
-            let parent = self.get(p, None).await.ok().flatten();
-            let answer = parent
-                .as_ref()
-                .and_then(|t| t.result.as_ref().map(|r| (t.endpoint, r)));
-            let out = match answer {
-                Some((endpoint, r)) => follow::output(endpoint, r.body.get().as_bytes()),
-                None => Output::Unusable("it has no answer".into()),
-            };
-            match out {
-                Output::Text(t) => outputs.push(t),
-                Output::Unusable(why) => {
-                    let why = format!("after[{i}] {p}: {why}");
-                    return Err((TaskCode::DependencyUnusable, why));
-                }
-            }
-        }
-        Ok(outputs)
     }
 
     /// Starts one walk of a task in its own tokio task.
@@ -209,6 +187,7 @@ impl Scheduler {
             parsed,
             deadline,
             slots: Arc::clone(&self.slots),
+            pool: None,
             label,
         };
         let me = Arc::clone(self);

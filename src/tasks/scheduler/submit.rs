@@ -12,6 +12,7 @@ use crate::outcome::{TaskCode, TaskStatus};
 use crate::request::Parsed;
 use crate::store::tasks::{Idem, Inserted, TaskInsert};
 use crate::store::Msg;
+use crate::tasks::follow;
 use crate::tasks::model::{Task, TaskId};
 use crate::tasks::queue::Queue;
 use crate::tasks::submit::NewTask;
@@ -44,7 +45,7 @@ impl Scheduler {
             .queue
             .room(owner, limits.max_queued, limits.max_queued_per_key)?;
         // Its request, ready to send when it needs no parent's text.
-        let prepared = (new.after.is_empty() || !placeholders(&new.request))
+        let prepared = (new.after.is_empty() || !follow::has_placeholder(&new.request))
             .then(|| Parsed::new(new.endpoint, new.request.clone()).ok())
             .flatten()
             .map(Arc::new);
@@ -165,9 +166,4 @@ impl Scheduler {
         self.wake.notify_one();
         Ok(())
     }
-}
-
-/// Whether a request holds a `{{after.N}}` placeholder.
-fn placeholders(request: &[u8]) -> bool {
-    request.windows(8).any(|w| w == b"{{after.")
 }
