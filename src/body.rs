@@ -4,6 +4,7 @@
 //! no silence longer than `idle` between frames. A body of one frame is kept as it came;
 //! only a second frame copies.
 
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -37,23 +38,41 @@ where
     let mut frames = std::pin::pin!(frames);
     let mut first: Option<Bytes> = None;
     let mut more: Vec<u8> = Vec::new();
-    // One timer for the whole read, moved on only when it fires: a frame just notes when
-    // it came, so a large body costs no timer per frame.
+    // One timer for the whole read, made the first time a frame is not there at once and
+    // moved on only when it fires: a frame just notes when it came, so a large body costs no
+    // timer per frame, and one that is all there costs none.
     let mut last = Instant::now();
-    let stall = tokio::time::sleep(idle.unwrap_or(Duration::ZERO));
-    let mut stall = std::pin::pin!(stall);
+    let mut stall = std::pin::pin!(None::<tokio::time::Sleep>);
     loop {
-        let frame = tokio::select! {
-            biased;
-            frame = frames.next() => frame,
-            () = &mut stall, if idle.is_some() => {
-                let due = crate::clock::after(last, idle.unwrap_or_default());
-                if Instant::now() >= due {
-                    return Err(Unread::Stalled);
+        let next = match (idle, futures_util::poll!(frames.next())) {
+            (_, Poll::Ready(frame)) => Some(frame),
+            (None, Poll::Pending) => Some(frames.next().await),
+            (Some(idle), Poll::Pending) => {
+                if stall.as_mut().as_pin_mut().is_none() {
+                    stall.set(Some(tokio::time::sleep_until(crate::clock::after(
+                        last, idle,
+                    ))));
                 }
-                stall.as_mut().reset(due);
-                continue;
+                match stall.as_mut().as_pin_mut() {
+                    Some(timer) => tokio::select! {
+                        biased;
+                        frame = frames.next() => Some(frame),
+                        () = timer => None,
+                    },
+                    None => Some(frames.next().await),
+                }
             }
+        };
+        let Some(frame) = next else {
+            // The timer fired: stalled, unless frames came meanwhile (then it moves on).
+            let due = crate::clock::after(last, idle.unwrap_or_default());
+            if Instant::now() >= due {
+                return Err(Unread::Stalled);
+            }
+            if let Some(timer) = stall.as_mut().as_pin_mut() {
+                timer.reset(due);
+            }
+            continue;
         };
         last = Instant::now();
         let frame = match frame {

@@ -9,6 +9,7 @@
 //! Every request it lets through carries its [`Owner`]: the hash of the key it was accepted
 //! with, or "" without one.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -216,15 +217,20 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// The request's host name, lower case, without its port; `None` when it names none
 /// (an HTTP/1.0 client: no browser, so no rebinding).
-fn host_of(req: &Request) -> Option<String> {
+/// The request's host, without its port, in lower case: borrowed from the request unless
+/// it had capitals.
+fn host_of(req: &Request) -> Option<Cow<'_, str>> {
     let raw = req
         .headers()
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()))?;
-    let raw = raw.trim().to_ascii_lowercase();
-    Some(strip_port(&raw).to_string())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))?;
+    let host = strip_port(raw.trim());
+    Some(if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    })
 }
 
 /// `host:port` → `host`; `[::1]:8080` → `[::1]`.

@@ -85,7 +85,9 @@ impl Upstream {
         tokio::pin!(fut);
         loop {
             let check_at = crate::clock::from_now(every).min(deadline);
+            // The answer first: one already there registers no timer.
             tokio::select! {
+                biased;
                 out = &mut fut => return Waited::Done(out),
                 () = tokio::time::sleep_until(check_at) => {}
             }
