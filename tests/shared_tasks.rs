@@ -48,7 +48,9 @@
 //!
 //! And moving a queue (`moving`): `labrouter task export|import` keep every field of every
 //! task local → shared → local; a file that is not whole is refused naming the line, with
-//! both queues unchanged; an imported idempotency key replays the imported task.
+//! both queues unchanged; an imported idempotency key replays the imported task; an imported
+//! follow-up is linked to its parents as a submit links it (run after them with their text,
+//! or cancelled by a parent that failed) and an imported deadline is swept (`moving_follow`).
 //!
 //! Leases run on Redis's clock (`TIME`), which a paused tokio clock cannot move: the lease
 //! tests use 300 ms leases and wait for them with real time, a second at most.
@@ -88,6 +90,8 @@ mod limits;
 mod moving;
 #[path = "shared_tasks/moving_file.rs"]
 mod moving_file;
+#[path = "shared_tasks/moving_follow.rs"]
+mod moving_follow;
 #[path = "shared_tasks/outage.rs"]
 mod outage;
 #[path = "shared_tasks/pool.rs"]
