@@ -37,7 +37,8 @@
 //!   answers two tasks at once; a router killed holding the pool's one slot gives it back
 //!   when its lease lapses (`limits`);
 //! - a callback is sent once, by the router that ended the task, and its delivery is shown
-//!   on every router (`callback`);
+//!   on every router; a router killed while it retries leaves the delivery to another, under
+//!   the same `webhook-id`, its attempts counted on (`callback`);
 //! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
 //!   per cooldown, no attempt, and all succeed after; a spoiled task at the head of the
 //!   queue is set aside and the rest run (`waiting`);

@@ -9,6 +9,8 @@
 //! (the start check: on disk, or refused), `follow` (follow-ups: a task blocked until its
 //! parents succeeded, readied or cancelled by their ends), `limits` (`tasks.max_running` and
 //! `task_slots` counted for the pool), `deadlines` (tasks that expire while they wait),
+//! `callbacks` (a finished task's callback delivered by whichever router is alive, one at
+//! a time),
 //! `conn` (the connection, made again after it
 //! dropped, and each operation's bound), `upkeep` (a finished task's callback noted, waiting
 //! tasks woken, the prune), `moving` (`labrouter task export|import`).
@@ -33,6 +35,7 @@ use crate::store::tasks::{Idem, Inserted};
 use crate::task::{Task, TaskId};
 
 mod answers;
+mod callbacks;
 mod conn;
 mod deadlines;
 mod durable;

@@ -20,8 +20,10 @@
 //! - `seq`: the counter that numbers tasks in submit order.
 //! - `deadlines` (zset): unfinished tasks scored by their deadline (unix ms), for the
 //!   tasks that expire while they wait (`super::deadlines`).
-//! - `ended` (list): tasks a claim failed (interrupted twice) or a parent's end cancelled,
-//!   whose callbacks a router sends.
+//! - `ended` (list): tasks a script ended (a claim, a deadline, a parent's end), whose
+//!   callbacks a router takes into `callbacks`.
+//! - `callbacks` (zset): pending callback deliveries, scored by when any router may take
+//!   one (Redis ms); `cb_holder` in the hash names its holder (`super::callbacks`).
 //! - `children:{id}` (set): the follow-ups naming task `id` (`super::follow`); a follow-up's
 //!   hash keeps `pending`, its parents that have not succeeded.
 //!
@@ -380,6 +382,7 @@ pub(super) struct Scripts {
     pub take_slot: Script,
     pub let_go: Script,
     pub expire_due: Script,
+    pub callbacks: super::callbacks::Scripts,
 }
 
 impl Scripts {
@@ -404,6 +407,7 @@ impl Scripts {
             take_slot: with(super::limits::TAKE_SLOT),
             let_go: with(super::limits::LET_GO),
             expire_due: with(super::deadlines::EXPIRE_DUE),
+            callbacks: super::callbacks::Scripts::new(with),
         }
     }
 }
