@@ -21,6 +21,8 @@
 //!   leases lapse (`limits`);
 //! - a task past its deadline that no router runs (blocked, queued) expires, its follow-ups
 //!   cancelled, while a running one is left to its walk (`deadlines`);
+//! - a finished task's callback is held in the pool by the router that ended it, due for any
+//!   router after each attempt, and leaves the pool once delivered (`callbacks_pool`);
 //! - values another hand left in Redis (garbage JSON, a 2 MB field, wrong types, numbers out
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
@@ -71,6 +73,8 @@ mod anywhere;
 mod bounds;
 #[path = "shared_tasks/callback.rs"]
 mod callback;
+#[path = "shared_tasks/callbacks_pool.rs"]
+mod callbacks_pool;
 #[path = "shared_tasks/deadlines.rs"]
 mod deadlines;
 #[path = "shared_tasks/durable.rs"]

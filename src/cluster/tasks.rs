@@ -283,7 +283,9 @@ impl SharedQueue {
         self.task_keys(&mut call, &task.id)
             .arg(task.status.as_str())
             .arg(record::doc(task))
-            .arg(record::result(task));
+            .arg(record::result(task))
+            .arg(&self.node)
+            .arg(millis(callbacks::LEASE));
         let (n, s): (i64, String) = self
             .bounded(call.invoke_async(&mut self.conn().await?))
             .await?;
@@ -293,7 +295,10 @@ impl SharedQueue {
     /// Cancels task `id` of `owner` (`None`: whoever's) unless it ended.
     pub async fn cancel(&self, id: &TaskId, owner: Option<&str>) -> Result<Cancelled, QueueError> {
         let mut call = self.scripts.cancel.prepare_invoke();
-        self.task_keys(&mut call, id).arg(owner.unwrap_or("*"));
+        self.task_keys(&mut call, id)
+            .arg(owner.unwrap_or("*"))
+            .arg(&self.node)
+            .arg(millis(callbacks::LEASE));
         let (n, s): (i64, String) = self
             .bounded(call.invoke_async(&mut self.conn().await?))
             .await?;

@@ -3,6 +3,8 @@
 //! in `callbacks` (a sorted set scored by when any router may take it, Redis ms), so a
 //! router that dies between attempts, or in one, leaves it to the routers alive.
 //!
+//! - A task that ends with a callback joins the set in the script that ended it (finish,
+//!   cancel), or that took it off `ended` (a script ended it), held by that router.
 //! - A router **holds** a delivery before each attempt: its entry is scored the end of a
 //!   lease ([`LEASE`], longer than an attempt may take) and the task's hash names the holder
 //!   (`cb_holder`), so one router at a time sends it.
@@ -26,6 +28,38 @@ use crate::task::{Task, TaskId};
 /// How long a router holds a delivery for one attempt: the attempt's 10 s and room to wait
 /// for a slot on the wire. A router that dies holding it is relieved after this.
 pub const LEASE: Duration = Duration::from_secs(30);
+
+/// The scripts' helper, after `follow`'s (`base_of`): a finished task at `k` whose `doc`
+/// has a callback (serde writes `"callback":null` for none, and a string value cannot hold
+/// that text unescaped) joins `callbacks`, held by `holder` for `lease_ms`, in the script
+/// that ended it or took it off `ended`, so no router's death between the two loses it.
+pub(super) const LUA: &str = r#"
+local function enlist(base, k, id, holder, lease_ms)
+  local doc = redis.call('HGET', k, 'doc') or ''
+  if string.find(doc, '"callback":null', 1, true) then return end
+  local cb = base .. 'callbacks'
+  local kind = redis.call('TYPE', cb).ok
+  if kind ~= 'zset' and kind ~= 'none' then return end
+  redis.call('ZADD', cb, now_ms() + tonumber(lease_ms), id)
+  redis.call('HSET', k, 'cb_holder', holder)
+end
+"#;
+
+/// Up to `n` ids of tasks a script ended (a claim at their second interruption, a deadline,
+/// a parent's end, an import), oldest first, taken off the list; each with a callback joins
+/// `callbacks`, held by `holder`, whose router sends its first attempt.
+/// KEYS: ended. ARGV: n, task key prefix, holder, lease_ms. Returns the ids.
+const TAKE_ENDED: &str = r"
+if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return {} end
+local ids = redis.call('LPOP', KEYS[1], tonumber(ARGV[1])) or {}
+for _, id in ipairs(ids) do
+  local k = ARGV[2] .. id
+  if redis.call('TYPE', k).ok == 'hash' and finals[redis.call('HGET', k, 'status') or ''] then
+    enlist(base_of(k, id), k, id, ARGV[3], ARGV[4])
+  end
+end
+return ids
+";
 
 /// Holds task `id`'s delivery for `holder`: taken when it is not in the set (the task just
 /// ended), due, or `holder`'s already. A task that is gone or unfinished is not held.
@@ -83,6 +117,7 @@ return 1
 
 /// The delivery scripts, hashed once.
 pub(super) struct Scripts {
+    take_ended: Script,
     hold: Script,
     due: Script,
     note: Script,
@@ -91,6 +126,7 @@ pub(super) struct Scripts {
 impl Scripts {
     pub fn new(with: impl Fn(&str) -> Script) -> Scripts {
         Scripts {
+            take_ended: with(TAKE_ENDED),
             hold: with(HOLD),
             due: with(DUE),
             note: with(NOTE),
@@ -99,6 +135,21 @@ impl Scripts {
 }
 
 impl SharedQueue {
+    /// Up to `n` tasks a script ended, taken off the list: the first attempts of their
+    /// callbacks are this router's, held for it. Ids that are not task ids are dropped.
+    pub async fn take_ended(&self, n: u32) -> Result<Vec<TaskId>, QueueError> {
+        let mut call = self.scripts.callbacks.take_ended.prepare_invoke();
+        call.key(self.key("ended"))
+            .arg(n.max(1))
+            .arg(self.key("t:"))
+            .arg(&self.node)
+            .arg(millis(LEASE));
+        let ids: Vec<String> = self
+            .bounded(call.invoke_async(&mut self.conn().await?))
+            .await?;
+        Ok(ids.iter().filter_map(|id| id.parse().ok()).collect())
+    }
+
     /// Holds finished task `id`'s callback delivery for this router, for one attempt;
     /// false when another router holds it, its next attempt is not due, or the task is
     /// gone or unfinished.
