@@ -21,6 +21,8 @@
 //!   leases lapse (`limits`);
 //! - a task past its deadline that no router runs (blocked, queued) expires, its follow-ups
 //!   cancelled, while a running one is left to its walk (`deadlines`);
+//! - a finished task's callback is held in the pool by the router that ended it, due for any
+//!   router after each attempt, and leaves the pool once delivered (`callbacks_pool`);
 //! - values another hand left in Redis (garbage JSON, a 2 MB field, wrong types, numbers out
 //!   of range) are errors naming the task, never a panic, and never wedge the queue
 //!   (`hostile`).
@@ -37,7 +39,8 @@
 //!   answers two tasks at once; a router killed holding the pool's one slot gives it back
 //!   when its lease lapses (`limits`);
 //! - a callback is sent once, by the router that ended the task, and its delivery is shown
-//!   on every router (`callback`);
+//!   on every router; a router killed while it retries leaves the delivery to another, under
+//!   the same `webhook-id`, its attempts counted on (`callback`);
 //! - tasks of both routers waiting out their machine's outage cost it the pool's one probe
 //!   per cooldown, no attempt, and all succeed after; a spoiled task at the head of the
 //!   queue is set aside and the rest run (`waiting`);
@@ -48,7 +51,9 @@
 //!
 //! And moving a queue (`moving`): `labrouter task export|import` keep every field of every
 //! task local → shared → local; a file that is not whole is refused naming the line, with
-//! both queues unchanged; an imported idempotency key replays the imported task.
+//! both queues unchanged; an imported idempotency key replays the imported task; an imported
+//! follow-up is linked to its parents as a submit links it (run after them with their text,
+//! or cancelled by a parent that failed) and an imported deadline is swept (`moving_follow`).
 //!
 //! Leases run on Redis's clock (`TIME`), which a paused tokio clock cannot move: the lease
 //! tests use 300 ms leases and wait for them with real time, a second at most.
@@ -68,6 +73,8 @@ mod anywhere;
 mod bounds;
 #[path = "shared_tasks/callback.rs"]
 mod callback;
+#[path = "shared_tasks/callbacks_pool.rs"]
+mod callbacks_pool;
 #[path = "shared_tasks/deadlines.rs"]
 mod deadlines;
 #[path = "shared_tasks/durable.rs"]
@@ -88,6 +95,8 @@ mod limits;
 mod moving;
 #[path = "shared_tasks/moving_file.rs"]
 mod moving_file;
+#[path = "shared_tasks/moving_follow.rs"]
+mod moving_follow;
 #[path = "shared_tasks/outage.rs"]
 mod outage;
 #[path = "shared_tasks/pool.rs"]

@@ -9,6 +9,8 @@
 //! (the start check: on disk, or refused), `follow` (follow-ups: a task blocked until its
 //! parents succeeded, readied or cancelled by their ends), `limits` (`tasks.max_running` and
 //! `task_slots` counted for the pool), `deadlines` (tasks that expire while they wait),
+//! `callbacks` (a finished task's callback delivered by whichever router is alive, one at
+//! a time),
 //! `conn` (the connection, made again after it
 //! dropped, and each operation's bound), `upkeep` (a finished task's callback noted, waiting
 //! tasks woken, the prune), `moving` (`labrouter task export|import`).
@@ -33,6 +35,7 @@ use crate::store::tasks::{Idem, Inserted};
 use crate::task::{Task, TaskId};
 
 mod answers;
+mod callbacks;
 mod conn;
 mod deadlines;
 mod durable;
@@ -280,7 +283,9 @@ impl SharedQueue {
         self.task_keys(&mut call, &task.id)
             .arg(task.status.as_str())
             .arg(record::doc(task))
-            .arg(record::result(task));
+            .arg(record::result(task))
+            .arg(&self.node)
+            .arg(millis(callbacks::LEASE));
         let (n, s): (i64, String) = self
             .bounded(call.invoke_async(&mut self.conn().await?))
             .await?;
@@ -290,7 +295,10 @@ impl SharedQueue {
     /// Cancels task `id` of `owner` (`None`: whoever's) unless it ended.
     pub async fn cancel(&self, id: &TaskId, owner: Option<&str>) -> Result<Cancelled, QueueError> {
         let mut call = self.scripts.cancel.prepare_invoke();
-        self.task_keys(&mut call, id).arg(owner.unwrap_or("*"));
+        self.task_keys(&mut call, id)
+            .arg(owner.unwrap_or("*"))
+            .arg(&self.node)
+            .arg(millis(callbacks::LEASE));
         let (n, s): (i64, String) = self
             .bounded(call.invoke_async(&mut self.conn().await?))
             .await?;

@@ -65,8 +65,14 @@ pub trait Book: Send + Sync + 'static {
     /// Task `id` and its request as they are now (`None`: gone); an error when it cannot be
     /// read now (tried again later).
     fn read(&self, id: &TaskId) -> impl Future<Output = Result<Read, String>> + Send;
-    /// Where `id`'s callback stands, and when its next attempt is due (unix ms).
-    fn write(&self, id: &TaskId, at: Standing) -> impl Future<Output = ()> + Send;
+    /// Where `id`'s callback stands, and when its next attempt is due (unix ms); whether
+    /// the next attempt is this delivery's (false: the book keeps it for whichever router
+    /// takes it when due, as the pool's queue does).
+    fn write(&self, id: &TaskId, at: Standing) -> impl Future<Output = bool> + Send;
+    /// `id` has nothing (more) to deliver: the book lets go of it.
+    fn forget(&self, _id: &TaskId) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// A task and its request, as a [`Book`] read them.
@@ -175,7 +181,7 @@ impl Book for Scheduler {
 
     /// No wait: a lost write means one more attempt after a restart, and delivery is
     /// at-least-once anyway.
-    async fn write(&self, id: &TaskId, at: Standing) {
+    async fn write(&self, id: &TaskId, at: Standing) -> bool {
         let _ = self
             .store()
             .sender()
@@ -186,6 +192,7 @@ impl Book for Scheduler {
                 last_error: at.last_error,
                 next_ms: at.next_ms,
             })));
+        true
     }
 }
 
@@ -236,7 +243,7 @@ impl<B: Book> Worker<B> {
             tokio::time::sleep(wait).await;
             let mut due = match self.load(&id).await {
                 Loaded::Due(due) => due,
-                Loaded::Gone => return,
+                Loaded::Gone => return self.book.forget(&id).await,
                 Loaded::Unreadable => {
                     wait = UNREADABLE_AGAIN;
                     continue;
@@ -262,10 +269,10 @@ impl<B: Book> Worker<B> {
                 }
                 Err(why) => due.progress.refused(why.clone()),
             };
-            self.record(&id, &due.progress, next).await;
+            let goes_on = self.record(&id, &due.progress, next).await;
             match next {
-                Some(next) => wait = next,
-                None => return,
+                Some(next) if goes_on => wait = next,
+                _ => return,
             }
         }
     }
@@ -350,8 +357,9 @@ impl<B: Book> Worker<B> {
         }
     }
 
-    /// Writes where the callback stands, through the book.
-    async fn record(&self, id: &TaskId, p: &Progress, next: Option<Duration>) {
+    /// Writes where the callback stands, through the book: whether the next attempt is
+    /// this delivery's.
+    async fn record(&self, id: &TaskId, p: &Progress, next: Option<Duration>) -> bool {
         match p.state {
             Delivery::Delivered => {
                 tracing::info!(task = %id, attempts = p.attempts, "task callback delivered");
@@ -380,7 +388,7 @@ impl<B: Book> Worker<B> {
             last_error: p.last_error.clone(),
             next_ms,
         };
-        self.book.write(id, at).await;
+        self.book.write(id, at).await
     }
 }
 

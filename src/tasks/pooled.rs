@@ -25,7 +25,7 @@ use super::submit::NewTask;
 use crate::cluster::tasks::{
     Cancelled, Fetched, Linked, Page, PoolCounts, QueueError, SharedQueue,
 };
-use crate::outcome::{TaskCode, TaskStatus};
+use crate::outcome::{Delivery, TaskCode, TaskStatus};
 use crate::store::tasks::Idem;
 use crate::store::{Msg, Store};
 
@@ -94,7 +94,8 @@ pub struct PoolQueue {
     last_error: Mutex<Option<String>>,
     /// For the ledger's `(cluster)` rows.
     store: Option<Arc<Store>>,
-    /// Where tasks this router ended with a callback go to be delivered, once [`PoolQueue::run`]
+    /// Where callback deliveries this router holds in the pool (tasks it ended, and the
+    /// pool's due retries) go to be attempted, once [`PoolQueue::run`]
     /// runs; a send never waits.
     callbacks: Mutex<Option<mpsc::UnboundedSender<TaskId>>>,
 }
@@ -127,7 +128,7 @@ impl PoolQueue {
         }
     }
 
-    /// Runs this router's worker, and the deliveries of the callbacks of the tasks it ends,
+    /// Runs this router's worker, and the callback deliveries it holds (`finished`),
     /// until the process ends (or the task is aborted).
     pub async fn run(self: Arc<Self>) {
         let up = self.up.load(Ordering::Acquire);
@@ -210,12 +211,26 @@ impl PoolQueue {
         r
     }
 
-    /// This router wrote `task`'s end: its callback is this router's to send.
-    fn finished(&self, task: &Task) {
-        if task.callback.is_some() {
-            if let Some(deliveries) = lock(&self.callbacks).as_ref() {
-                let _ = deliveries.send(task.id.clone());
+    /// This router wrote `task`'s end (or took it off the pool's `ended` list): its
+    /// callback's first attempt is this router's, held in the pool so that a router alive
+    /// resumes the delivery if this one dies ([`SharedQueue::hold_callback`]).
+    async fn finished(&self, task: &Task) {
+        if task.callback.is_none() {
+            return;
+        }
+        match self.saw(self.queue.hold_callback(&task.id).await) {
+            Ok(true) => self.hand_over(task.id.clone()),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(task = %task.id, error = %e, "shared task queue: a finished task's callback could not be held in the pool; it is not sent")
             }
+        }
+    }
+
+    /// A callback delivery held for this router goes to its deliveries (a send never waits).
+    fn hand_over(&self, id: TaskId) {
+        if let Some(deliveries) = lock(&self.callbacks).as_ref() {
+            let _ = deliveries.send(id);
         }
     }
 
@@ -245,7 +260,7 @@ impl PoolQueue {
                 Linked::New(status) => {
                     task.status = status;
                     match status.is_finished() {
-                        true => self.finished(&task),
+                        true => self.finished(&task).await,
                         false => self.wake.notify_one(),
                     }
                     return Ok(Pooled::New(Box::new(task)));
@@ -316,9 +331,9 @@ impl PoolQueue {
     pub async fn cancel(&self, id: &TaskId, owner: &str) -> Result<Cancelled, PoolError> {
         let done = self.saw(self.queue.cancel(id, Some(owner)).await)?;
         if let Cancelled::From(_) = done {
-            // This router ended it: its callback is sent from here.
+            // This router ended it: its callback's first attempt is made from here.
             if let Ok(Some(f)) = self.get(id, None).await {
-                self.finished(&f.task);
+                self.finished(&f.task).await;
             }
         }
         Ok(done)
@@ -344,19 +359,34 @@ impl Book for PoolQueue {
         }
     }
 
-    /// A lost write (Redis away) leaves the task showing an older delivery state; the
-    /// delivery goes on.
-    async fn write(&self, id: &TaskId, at: Standing) {
+    /// The delivery's progress goes into the task's `doc` (shown on every router) and its
+    /// next attempt into the pool's `callbacks`, for whichever router takes it when due: never
+    /// this delivery's. A lost write (Redis away) leaves the delivery held until its lease
+    /// lapses; a router then attempts it again.
+    async fn write(&self, id: &TaskId, at: Standing) -> bool {
         let Ok(Some(mut f)) = self.saw(self.queue.get(id).await) else {
-            return;
+            return false;
         };
         if let Some(c) = f.task.callback.as_mut() {
             c.state = at.state;
             c.attempts = at.attempts;
             c.last_error = at.last_error;
         }
-        if let Err(e) = self.saw(self.queue.note(&f.task).await) {
+        let now = crate::store::ms(crate::clock::wall());
+        let next = match at.state {
+            Delivery::Pending => at
+                .next_ms
+                .map(|n| Duration::from_millis(u64::try_from(n - now).unwrap_or(0))),
+            Delivery::Delivered | Delivery::Failed => None,
+        };
+        if let Err(e) = self.saw(self.queue.note_callback(id, Some(&f.task), next).await) {
             tracing::debug!(task = %id, error = %e, "shared task queue: a callback's progress was not written");
         }
+        false
+    }
+
+    /// Nothing to deliver (delivered, failed, gone): its entry in the pool goes.
+    async fn forget(&self, id: &TaskId) {
+        let _ = self.saw(self.queue.note_callback(id, None, None).await);
     }
 }

@@ -20,13 +20,13 @@ use crate::redis::RedisServer;
 use crate::routers::Lab;
 
 /// How a `labrouter task` run ended: its exit code and what it said on stderr.
-struct Ran {
-    ok: bool,
-    said: String,
+pub struct Ran {
+    pub ok: bool,
+    pub said: String,
 }
 
 /// `labrouter task VERB FILE --config CONFIG`, Redis at `redis`.
-fn task(verb: &str, file: &Path, config: &Path, redis: &str) -> Ran {
+pub fn task(verb: &str, file: &Path, config: &Path, redis: &str) -> Ran {
     let out = Command::new(env!("CARGO_BIN_EXE_labrouter"))
         .args(["task", verb])
         .arg(file)

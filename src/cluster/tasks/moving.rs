@@ -6,7 +6,9 @@
 //! interrupted attempts are the lapses the scripts count (so a task interrupted once is
 //! failed at its next), a finished one keeps its end (`ended_by` `import`, so its error
 //! stands as written), and one that was running is under a lease that has already lapsed:
-//! the next claim records the interruption, as when its router died.
+//! the next claim records the interruption, as when its router died. A follow-up is linked
+//! to its parents as a submit links it (`follow`), or cancelled as a parent's end cancels
+//! it, and an unfinished task keeps its deadline (`deadlines`).
 
 use redis::Script;
 
@@ -69,17 +71,26 @@ end
 return out
 ";
 
-/// Writes a batch of tasks, none if one of their ids or keys is there already. A finished
-/// task whose callback is still to be delivered joins `ended`, whose tasks' callbacks the
-/// next router to look sends (as for a task a claim failed).
+/// Writes a batch of tasks, none if one of their ids or keys is there already, as a submit
+/// would have left each (`follow`, `deadlines`, `limits`). An unfinished follow-up is
+/// looked at against its parents as they stand in the queue (those earlier in the file
+/// written already): all succeeded, it is ready; one ended otherwise (or is not there), it
+/// is cancelled as the cascade cancels (`ended_by` `after:{parent}:{status}`); else it is
+/// `blocked`, linked (`children:{parent}`) with its `pending` count. An unfinished task
+/// joins `deadlines`; one that was running is under a lease that lapsed already, so the
+/// next claim gives its place among the running back (`leases`) and queues it again. A
+/// finished task whose callback is still to be delivered joins `ended`, whose tasks'
+/// callbacks the next router to look sends (as for a task a claim failed).
 /// ARGV: prefix, then per task: id, status, score, owner, doc, req, result, lapses,
-/// ended_ms ('' = unfinished), key hash ('' = none), fingerprint, deliver ('1' or '').
+/// ended_ms ('' = unfinished), key hash ('' = none), fingerprint, deliver ('1' or ''),
+/// parent ids (by commas), deadline_ms.
 /// Returns `{'written', n}`, `{'present', what}` or `{'!', why}`.
 const IMPORT: &str = r"
 local base = ARGV[1]
-local n = (#ARGV - 1) / 12
+local W = 14
+local n = (#ARGV - 1) / W
 for i = 0, n - 1 do
-  local a = 2 + i * 12
+  local a = 2 + i * W
   if redis.call('EXISTS', base .. 't:' .. ARGV[a]) == 1 then return {'present', 'task ' .. ARGV[a]} end
   if ARGV[a + 9] ~= '' and redis.call('EXISTS', base .. 'idem:' .. ARGV[a + 9]) == 1 then
     return {'present', 'the idempotency key of task ' .. ARGV[a]}
@@ -91,18 +102,43 @@ if by_kind ~= 'hash' and by_kind ~= 'none' then return {'!', 'its owner counts h
 local first = redis.pcall('INCRBY', base .. 'seq', n)
 if type(first) ~= 'number' then return {'!', 'the task counter holds no whole number'} end
 first = first - n
+local now = now_ms()
 local unfinished = {blocked = true, queued = true, waiting = true, running = true}
+local function parents_of(status, list)
+  local pending, open_ones = 0, {}
+  if not unfinished[status] or list == '' then return status, 0, open_ones, nil end
+  for p in string.gmatch(list, '[^,]+') do
+    local pk = base .. 't:' .. p
+    local st = redis.call('TYPE', pk).ok == 'hash' and (redis.call('HGET', pk, 'status') or '') or 'gone'
+    if st ~= 'succeeded' then
+      if finals[st] or st == 'gone' then return 'cancelled', 0, {}, 'after:' .. p .. ':' .. st end
+      pending = pending + 1
+      open_ones[#open_ones + 1] = p
+    end
+  end
+  if pending > 0 then return 'blocked', pending, open_ones, nil end
+  if status == 'blocked' then status = 'queued' end
+  return status, 0, open_ones, nil
+end
 for i = 0, n - 1 do
-  local a = 2 + i * 12
-  local id, status, score, owner = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local a = 2 + i * W
+  local id, score, owner = ARGV[a], ARGV[a + 2], ARGV[a + 3]
+  local status, pending, open_ones, doomed = parents_of(ARGV[a + 1], ARGV[a + 12])
   local k = base .. 't:' .. id
   redis.call('HSET', k, 'status', status, 'owner', owner, 'doc', ARGV[a + 4], 'req', ARGV[a + 5],
-    'result', ARGV[a + 6], 'score', score, 'seq', first + i + 1, 'lease', '', 'lapses', ARGV[a + 7])
-  if ARGV[a + 8] ~= '' then redis.call('HSET', k, 'ended_ms', ARGV[a + 8], 'ended_by', 'import') end
+    'result', ARGV[a + 6], 'score', score, 'seq', first + i + 1, 'lease', '', 'lapses', ARGV[a + 7],
+    'pending', pending)
+  if doomed then
+    redis.call('HSET', k, 'req', '', 'ended_ms', now, 'ended_by', doomed)
+  elseif ARGV[a + 8] ~= '' then
+    redis.call('HSET', k, 'ended_ms', ARGV[a + 8], 'ended_by', 'import')
+  end
   redis.call('ZADD', base .. 'all', 0, id)
   if unfinished[status] then
     redis.call('ZADD', base .. 'open', 0, id)
     redis.call('HINCRBY', by, owner, 1)
+    redis.call('ZADD', base .. 'deadlines', tonumber(ARGV[a + 13]) or 0, id)
+    for _, p in ipairs(open_ones) do redis.call('SADD', base .. 'children:' .. p, id) end
   end
   if status == 'queued' or status == 'waiting' then redis.call('ZADD', base .. 'ready', score, id) end
   if status == 'running' then redis.call('ZADD', base .. 'leases', 0, id) end
@@ -111,7 +147,7 @@ for i = 0, n - 1 do
     redis.call('SET', ik, ARGV[a + 10] .. ' ' .. id)
     redis.call('HSET', k, 'idem', ik)
   end
-  if ARGV[a + 11] == '1' then redis.call('RPUSH', base .. 'ended', id) end
+  if ARGV[a + 11] == '1' and finals[status] then redis.call('RPUSH', base .. 'ended', id) end
 end
 return {'written', tostring(n)}
 ";
@@ -235,7 +271,7 @@ impl SharedQueue {
         Ok(())
     }
 
-    /// One task's twelve arguments of [`IMPORT`].
+    /// One task's fourteen arguments of [`IMPORT`].
     fn import_args(&self, call: &mut redis::ScriptInvocation<'_>, m: &Moved) {
         let t = &m.task;
         call.arg(t.id.as_str())
@@ -252,10 +288,18 @@ impl SharedQueue {
             })
             .arg(m.idem.as_ref().map_or("", |i| i.key.as_str()))
             .arg(m.idem.as_ref().map_or("", |i| i.fingerprint.as_str()))
-            .arg(match (&t.callback, t.status.is_finished()) {
-                (Some(c), true) if c.state == Delivery::Pending => "1",
+            .arg(match &t.callback {
+                Some(c) if c.state == Delivery::Pending => "1",
                 _ => "",
-            });
+            })
+            .arg(
+                t.after
+                    .iter()
+                    .map(TaskId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
+            .arg(t.deadline_ms);
     }
 }
 

@@ -20,8 +20,10 @@
 //! - `seq`: the counter that numbers tasks in submit order.
 //! - `deadlines` (zset): unfinished tasks scored by their deadline (unix ms), for the
 //!   tasks that expire while they wait (`super::deadlines`).
-//! - `ended` (list): tasks a claim failed (interrupted twice) or a parent's end cancelled,
-//!   whose callbacks a router sends.
+//! - `ended` (list): tasks a script ended (a claim, a deadline, a parent's end), whose
+//!   callbacks a router takes into `callbacks`.
+//! - `callbacks` (zset): pending callback deliveries, scored by when any router may take
+//!   one (Redis ms); `cb_holder` in the hash names its holder (`super::callbacks`).
 //! - `children:{id}` (set): the follow-ups naming task `id` (`super::follow`); a follow-up's
 //!   hash keeps `pending`, its parents that have not succeeded.
 //!
@@ -150,7 +152,7 @@ return {'new', status}
 /// (`ended_by` = `interrupted`); then tasks due from `later` join `ready`; then the head of
 /// `ready` (priority, then age) is taken. Entries that name no runnable task are dropped.
 /// A task failed so is listed in `ended` (at most the last 1000), for a router to send its
-/// callback ([`TAKE_ENDED`]).
+/// callback (`super::callbacks`).
 /// Nothing is taken while the pool runs `max_running` tasks (`leases`, 0: no bound), and a
 /// lapsed lease gives back its machine slot (`limits`).
 /// KEYS: open, ready, later, leases, ended. ARGV: task key prefix, token, lease_ms, max,
@@ -242,7 +244,9 @@ return 1
 /// A task's end, compare-and-set on its status: the first final status written wins,
 /// whoever writes it (a router whose lease lapsed while Redis was away included); any
 /// later one is dropped. The request body goes with the end; the result stays.
-/// KEYS: task, ready, later, leases, open. ARGV: id, status, doc, result.
+/// A task with a callback joins `callbacks`, held by the router that ended it
+/// (`super::callbacks`).
+/// KEYS: task, ready, later, leases, open. ARGV: id, status, doc, result, holder, lease_ms.
 /// Returns `{1, status}` when written, `{0, status}` (the final one) when dropped, `{0, ''}`
 /// when there is no such task.
 const FINISH: &str = r"
@@ -255,13 +259,15 @@ forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'doc', ARGV[3], 'result', ARGV[4],
   'lease', '', 'req', '', 'ended_ms', now_ms(), 'ended_by', 'finish')
 settle(base_of(KEYS[1], ARGV[1]), ARGV[1], ARGV[2])
+if ARGV[5] then enlist(base_of(KEYS[1], ARGV[1]), KEYS[1], ARGV[1], ARGV[5], ARGV[6]) end
 return {1, ARGV[2]}
 ";
 
 /// A cancel by the task's owner (`*`: any): compare-and-set as [`FINISH`]. A running
 /// task's holder learns it at its next renew and stops; until it lets go (or its lease
 /// lapses) the task keeps its lease and machine slot, counted as running (`limits`).
-/// KEYS: task, ready, later, leases, open. ARGV: id, owner.
+/// A task with a callback joins `callbacks`, held by the router that cancelled it.
+/// KEYS: task, ready, later, leases, open. ARGV: id, owner, holder, lease_ms.
 /// Returns `{1, status before}`, `{0, final status}`, or `{0, ''}` (no such task of this owner).
 const CANCEL: &str = r"
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return {0, ''} end
@@ -279,6 +285,7 @@ forget_owner(KEYS[5], KEYS[1])
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'req', '',
   'ended_ms', now_ms(), 'ended_by', 'cancel')
 settle(base_of(KEYS[1], ARGV[1]), ARGV[1], 'cancelled')
+if ARGV[3] then enlist(base_of(KEYS[1], ARGV[1]), KEYS[1], ARGV[1], ARGV[3], ARGV[4]) end
 return {1, st}
 ";
 
@@ -297,14 +304,6 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do
   end
 end
 return woken
-";
-
-/// Up to `n` ids of tasks a claim ended (failed at their second interruption), oldest first,
-/// taken off the list: the router that takes them sends their callbacks.
-/// KEYS: ended. ARGV: n. Returns the ids.
-const TAKE_ENDED: &str = r"
-if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return {} end
-return redis.call('LPOP', KEYS[1], tonumber(ARGV[1])) or {}
 ";
 
 /// A finished task's `doc` written again, to record its callback's delivery; nothing else
@@ -372,7 +371,6 @@ pub(super) struct Scripts {
     pub note: Script,
     pub wake: Script,
     pub counts: Script,
-    pub take_ended: Script,
     pub set_aside: Script,
     pub get: Script,
     pub list: Script,
@@ -380,11 +378,17 @@ pub(super) struct Scripts {
     pub take_slot: Script,
     pub let_go: Script,
     pub expire_due: Script,
+    pub callbacks: super::callbacks::Scripts,
 }
 
 impl Scripts {
     pub fn new() -> Scripts {
-        let helpers = format!("{COMMON}{}{}", super::follow::LUA, super::limits::LUA);
+        let helpers = format!(
+            "{COMMON}{}{}{}",
+            super::follow::LUA,
+            super::limits::LUA,
+            super::callbacks::LUA
+        );
         let with = |body: &str| Script::new(&format!("{helpers}{body}"));
         Scripts {
             submit: with(SUBMIT),
@@ -396,7 +400,6 @@ impl Scripts {
             note: with(NOTE),
             wake: with(WAKE),
             counts: with(COUNTS),
-            take_ended: with(TAKE_ENDED),
             set_aside: with(SET_ASIDE),
             get: with(GET),
             list: with(LIST),
@@ -404,6 +407,7 @@ impl Scripts {
             take_slot: with(super::limits::TAKE_SLOT),
             let_go: with(super::limits::LET_GO),
             expire_due: with(super::deadlines::EXPIRE_DUE),
+            callbacks: super::callbacks::Scripts::new(with),
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{millis, record, QueueError, SharedQueue, SCAN_MAX};
-use crate::task::{Task, TaskId};
+use crate::task::Task;
 
 impl SharedQueue {
     /// Writes a finished task's `doc` again (its callback's delivery, as
@@ -41,17 +41,6 @@ impl SharedQueue {
             .arg(SCAN_MAX);
         self.bounded(call.invoke_async(&mut self.conn().await?))
             .await
-    }
-
-    /// Up to `n` tasks a claim ended (failed at their second interruption), taken off the
-    /// list: their callbacks are this router's to send. Ids that are not task ids are dropped.
-    pub async fn take_ended(&self, n: u32) -> Result<Vec<TaskId>, QueueError> {
-        let mut call = self.scripts.take_ended.prepare_invoke();
-        call.key(self.key("ended")).arg(n.max(1));
-        let ids: Vec<String> = self
-            .bounded(call.invoke_async(&mut self.conn().await?))
-            .await?;
-        Ok(ids.iter().filter_map(|id| id.parse().ok()).collect())
     }
 
     /// The pool's queue in numbers, for `/status`.

@@ -38,6 +38,9 @@ const POLL: Duration = Duration::from_millis(500);
 const COUNT_EVERY: Duration = Duration::from_secs(2);
 /// Tasks ended by a claim taken off the pool's list per count, at most.
 const ENDED_MAX: u32 = 64;
+/// The pool's due callback deliveries are looked for this often (the first retry is due
+/// 5 s after the first attempt).
+const CALLBACKS_EVERY: Duration = Duration::from_millis(500);
 /// Tasks past their deadline expired per count, at most.
 const EXPIRE_MAX: u32 = 256;
 /// Finished tasks past `tasks.keep` are looked for this often.
@@ -54,6 +57,7 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
     let mut transitions = (pq.fleet)().machines.bus().subscribe();
     let mut pruned = Instant::now();
     let mut counted: Option<Instant> = None;
+    let mut called: Option<Instant> = None;
     loop {
         claim_while_room(&pq).await;
         if counted.is_none_or(|c| c.elapsed() >= COUNT_EVERY) {
@@ -65,6 +69,10 @@ pub(super) async fn run(pq: Arc<PoolQueue>) {
             // expire now, not when next claimed; their callbacks go with the claims' ends.
             let _ = pq.saw(pq.queue.expire_due(EXPIRE_MAX).await);
             ended_by_claims(&pq).await;
+        }
+        if called.is_none_or(|c| c.elapsed() >= CALLBACKS_EVERY) {
+            called = Some(Instant::now());
+            due_callbacks(&pq).await;
         }
         if pruned.elapsed() >= PRUNE_EVERY {
             // Finished tasks go after tasks.keep, with their idempotency keys; any router
@@ -95,7 +103,17 @@ async fn ended_by_claims(pq: &PoolQueue) {
     };
     for id in ids {
         if let Ok(Some(f)) = pq.get(&id, None).await {
-            pq.finished(&f.task);
+            pq.finished(&f.task).await;
+        }
+    }
+}
+
+/// Callback deliveries of the pool that are due (a backoff ended, or the router that held
+/// one died) are this router's now: each one attempt, then back to the pool.
+async fn due_callbacks(pq: &PoolQueue) {
+    if let Ok(ids) = pq.saw(pq.queue.due_callbacks(ENDED_MAX).await) {
+        for id in ids {
+            pq.hand_over(id);
         }
     }
 }
@@ -293,7 +311,7 @@ async fn end(pq: &PoolQueue, task: &Task) {
     let until = Instant::now() + END_PATIENCE;
     loop {
         match pq.saw(pq.queue.finish(task).await) {
-            Ok(Ended::Written) => return pq.finished(task),
+            Ok(Ended::Written) => return pq.finished(task).await,
             Ok(Ended::Dropped(status)) => {
                 tracing::info!(task = %task.id, %status, "shared task queue: the task had already ended; this end is dropped");
                 return;
