@@ -339,9 +339,7 @@ pub(crate) fn given<F: Front>(
 /// A target a breaker or the bulkhead held back: counted, and recorded as the walk saw it.
 pub(crate) fn skipped(fleet: &Fleet, model: ModelId, rej: &Rejected) -> Attempted {
     let machine = fleet.registry.models[model].machine;
-    metrics::counter!("labrouter_local_rejections_total",
-        "machine" => fleet.registry.machines[machine].name.clone(), "reason" => rej.skip.as_str())
-    .increment(1);
+    fleet.upstreams[machine].meters().skipped[rej.skip as usize].increment(1);
     Attempted::skipped(model, rej.skip, rej.retry_after, &rej.held)
 }
 

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::breaker::FailureKind;
 use crate::machines::Lease;
-use crate::outcome::{Attempted, Call, Fault, ModelId, Wire};
+use crate::outcome::{Attempted, Call, Fault, ModelId, Skip, Wire};
 use crate::registry::{Api, Machine, Timeouts};
 
 mod alive;
@@ -74,6 +74,9 @@ pub struct Meters {
     pub first_byte: metrics::Histogram,
     /// `labrouter_upstream_attempts_total{outcome="success"}`.
     pub served: metrics::Counter,
+    /// `labrouter_local_rejections_total`, by [`Skip`] (`skipped[skip as usize]`): a
+    /// skip is counted without building the metric's key each time.
+    pub skipped: [metrics::Counter; Skip::ALL.len()],
 }
 
 impl std::fmt::Debug for Upstream {
@@ -224,6 +227,7 @@ impl Upstream {
         self.meters.get_or_init(|| Meters {
             first_byte: metrics::histogram!("labrouter_upstream_first_byte_seconds", "machine" => self.name.clone()),
             served: metrics::counter!("labrouter_upstream_attempts_total", "machine" => self.name.clone(), "outcome" => "success"),
+            skipped: Skip::ALL.map(|s| metrics::counter!("labrouter_local_rejections_total", "machine" => self.name.clone(), "reason" => s.as_str())),
         })
     }
 

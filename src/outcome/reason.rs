@@ -184,6 +184,16 @@ pub enum Skip {
 }
 
 impl Skip {
+    /// Every skip, in declaration order: `Skip::ALL[s as usize] == s`.
+    pub const ALL: [Skip; 6] = [
+        Skip::CircuitOpen,
+        Skip::ProbeInFlight,
+        Skip::RateLimited,
+        Skip::AuthFailed,
+        Skip::ForcedOpen,
+        Skip::Busy,
+    ];
+
     pub fn reason(self) -> Reason {
         match self {
             Skip::CircuitOpen => Reason::CircuitOpen,
@@ -209,6 +219,13 @@ impl From<Skip> for Reason {
 #[cfg(test)]
 mod tests {
     use super::Reason;
+
+    #[test]
+    fn every_skip_is_at_its_own_index_of_all() {
+        for (i, s) in super::Skip::ALL.into_iter().enumerate() {
+            assert_eq!(s as usize, i, "{s:?}");
+        }
+    }
 
     #[test]
     fn every_reason_parses_back_from_its_token_and_its_serde_name() {
