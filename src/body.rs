@@ -2,7 +2,7 @@
 //! request and a machine's non-stream answer. At most `max` bytes: refused on a declared
 //! length over it, or as soon as its bytes pass it, so it is never held whole; optionally
 //! no silence longer than `idle` between frames. A body of one frame is kept as it came;
-//! only a second frame copies.
+//! only a second frame copies, a large body into memory of its own (`mapped`).
 
 use std::task::Poll;
 use std::time::Duration;
@@ -10,6 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
+
+mod mapped;
+
+use mapped::{Mapped, MAPPED_MIN};
 
 /// Why a body could not be read whole.
 #[derive(Debug)]
@@ -35,9 +39,10 @@ where
     if declared.is_some_and(|n| n > max as u64) {
         return Err(Unread::TooLarge);
     }
+    // Within `max`, so it fits a `usize`.
+    let declared = declared.and_then(|n| usize::try_from(n).ok());
     let mut frames = std::pin::pin!(frames);
-    let mut first: Option<Bytes> = None;
-    let mut more: Vec<u8> = Vec::new();
+    let mut held = Held::Frame(Bytes::new());
     // One timer for the whole read, made the first time a frame is not there at once and
     // moved on only when it fires: a frame just notes when it came, so a large body costs no
     // timer per frame, and one that is all there costs none.
@@ -75,29 +80,86 @@ where
             continue;
         };
         last = Instant::now();
-        let frame = match frame {
+        match frame {
             None => break,
             Some(Err(e)) => return Err(Unread::Broken(e)),
-            Some(Ok(frame)) => frame,
-        };
-        let held = first.as_ref().map_or(0, Bytes::len) + more.len();
-        if held + frame.len() > max {
-            return Err(Unread::TooLarge);
-        }
-        match first.take() {
-            None if more.is_empty() => first = Some(frame),
-            Some(f) => {
-                // The declared length (within `max`) is reserved once: no doubling, so a
-                // body is held once, not up to twice while its buffer grows.
-                let whole = declared.map_or(0, |n| usize::try_from(n).unwrap_or(max));
-                more.reserve_exact(whole.max(f.len() + frame.len()));
-                more.extend_from_slice(&f);
-                more.extend_from_slice(&frame);
-            }
-            None => more.extend_from_slice(&frame),
+            Some(Ok(frame)) if held.len() + frame.len() > max => return Err(Unread::TooLarge),
+            Some(Ok(frame)) => held.push(frame, declared, max),
         }
     }
-    Ok(first.unwrap_or_else(|| Bytes::from(more)))
+    Ok(held.into_bytes())
+}
+
+/// A body's bytes so far: one frame kept as it came; from a second frame on, a buffer that
+/// reserves the declared length once (no doubling, so a body is held once, not up to twice
+/// while its buffer grows), or, for a large body ([`MAPPED_MIN`] declared or reached), a
+/// mapping of its own ([`Mapped`]) as long as the declared length, else `max` (only what is
+/// written is resident), so a chunked upload is not copied to grow either.
+enum Held {
+    Frame(Bytes),
+    Vec(Vec<u8>),
+    Mapped(Mapped),
+}
+
+impl Held {
+    fn len(&self) -> usize {
+        match self {
+            Held::Frame(f) => f.len(),
+            Held::Vec(v) => v.len(),
+            Held::Mapped(m) => m.len(),
+        }
+    }
+
+    fn push(&mut self, frame: Bytes, declared: Option<usize>, max: usize) {
+        if matches!(self, Held::Frame(f) if f.is_empty()) {
+            *self = Held::Frame(frame);
+            return;
+        }
+        let whole = self.len() + frame.len();
+        let large = declared.unwrap_or(whole) >= MAPPED_MIN;
+        if large && !matches!(self, Held::Mapped(_)) {
+            if let Some(mut m) = Mapped::new(declared.unwrap_or(max).max(whole)) {
+                m.push(self.bytes());
+                *self = Held::Mapped(m);
+            }
+        }
+        match self {
+            Held::Frame(f) => {
+                let mut v = Vec::with_capacity(declared.unwrap_or(0).max(whole));
+                v.extend_from_slice(f);
+                v.extend_from_slice(&frame);
+                *self = Held::Vec(v);
+            }
+            Held::Vec(v) => v.extend_from_slice(&frame),
+            Held::Mapped(m) => {
+                if !m.push(&frame) {
+                    // Past the declared length (the transport allows no such thing): held
+                    // in the heap rather than lost.
+                    let mut v = Vec::with_capacity(whole);
+                    v.extend_from_slice(m.as_ref());
+                    v.extend_from_slice(&frame);
+                    *self = Held::Vec(v);
+                }
+            }
+        }
+    }
+
+    /// What is held so far, borrowed.
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Held::Frame(f) => f,
+            Held::Vec(v) => v,
+            Held::Mapped(m) => m.as_ref(),
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Held::Frame(f) => f,
+            Held::Vec(v) => Bytes::from(v),
+            Held::Mapped(m) => Bytes::from_owner(m),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -129,6 +191,26 @@ mod tests {
             collect(frames(&[]), Some(4), 3, None).await,
             Err(Unread::TooLarge)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_large_body_is_held_whole_sized_or_chunked_and_refused_past_the_limit() {
+        let frame: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8).collect();
+        let n = MAPPED_MIN / frame.len() + 3;
+        let whole = frame.repeat(n);
+        let stream = || {
+            let frame = Bytes::from(frame.clone());
+            futures_util::stream::iter((0..n).map(move |_| Ok::<_, ()>(frame.clone())))
+        };
+        for declared in [Some(whole.len() as u64), None] {
+            let got = collect(stream(), declared, whole.len(), None)
+                .await
+                .unwrap();
+            assert!(got[..] == whole[..], "declared {declared:?}");
+            assert_eq!(&got.slice(5..9)[..], &whole[5..9]);
+        }
+        let over = collect(stream(), None, whole.len() - 1, None).await;
+        assert!(matches!(over, Err(Unread::TooLarge)));
     }
 
     #[tokio::test(start_paused = true)]
