@@ -297,6 +297,7 @@ RSS_IDLE=$(rss_kb "$ROUTER_PID")
 
 mkdir -p "$TMP/nginx"
 sed -e "s#@DIR@#$TMP/nginx#g; s#@FAST@#$P_FAST#g; s#@NGINX@#$P_NGINX#g" \
+  -e "s#@DRIP64@#$P_DRIP64#g; s#@NGINX_DRIP@#$P_NGINX_DRIP#g" \
   "$ROOT/benches/bench/nginx.conf.in" >"$TMP/nginx/nginx.conf"
 start nginx "$P_NGINX" "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
   -e "$TMP/nginx/nginx-error.log"

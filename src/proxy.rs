@@ -397,11 +397,16 @@ fn label_headers(
         h.insert(TARGET.clone(), v);
     }
     if !attempts.is_empty() {
-        let list: Vec<String> = attempts
-            .iter()
-            .map(|a| format!("{}={}", fleet.registry.target_name(a.target), a.reason))
-            .collect();
-        if let Ok(v) = HeaderValue::from_str(&list.join(",")) {
+        let mut list = String::with_capacity(attempts.len() * 40);
+        for (i, a) in attempts.iter().enumerate() {
+            if i > 0 {
+                list.push(',');
+            }
+            list.push_str(&fleet.target_name(a.target));
+            list.push('=');
+            list.push_str(a.reason.as_str());
+        }
+        if let Ok(v) = HeaderValue::from_str(&list) {
             h.insert(SKIPPED.clone(), v);
         }
     }

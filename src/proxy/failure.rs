@@ -3,6 +3,8 @@
 //! will admit again. Everything here renders what the walk recorded; nothing reads a
 //! breaker again.
 
+use std::borrow::Cow;
+
 use axum::http::header::RETRY_AFTER;
 use axum::http::HeaderValue;
 use axum::response::Response;
@@ -23,7 +25,7 @@ struct Chain<'a> {
 /// One target in `attempts`.
 #[derive(Serialize)]
 struct Entry<'a> {
-    target: String,
+    target: Cow<'a, str>,
     outcome: crate::outcome::AttemptOutcome,
     reason: Reason,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -34,7 +36,7 @@ struct Entry<'a> {
 pub fn nothing_served(fleet: &Fleet, route: &str, attempts: &[Attempted]) -> Response {
     let unserved = Unserved::of(attempts);
     let retry_after = attempts.iter().filter_map(|a| a.retry_after).min();
-    let name = |a: &Attempted| fleet.registry.target_name(a.target);
+    let name = |a: &Attempted| fleet.target_name(a.target);
     let parts: Vec<String> = attempts.iter().map(|a| a.describe(&name(a))).collect();
     let message = if parts.is_empty() {
         format!("route '{route}': no target available")
