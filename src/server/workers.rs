@@ -10,11 +10,11 @@
 //! One `server.max_connections` bound holds across the threads, and the shutdown drains
 //! every thread's requests in flight within the one `shutdown_grace`.
 //!
-//! Not the default: a serving thread that waits for a lock waits with all its connections.
-//! Durable task submits take the task queue's lock and wait for the store's writer, and on
-//! a machine whose cores are all busy the lock's holder is often not running: with the
-//! load generator beside it on 2 cores, two serving threads took 6,000–7,700 submits/s
-//! where the shared runtime took 18,500 (`BENCH_ONLY=tasks scripts/bench.sh`).
+//! The default, one per core (`labrouter serve`; `--workers 0` serves on the caller's
+//! runtime). A serving thread that waits for a lock waits with all its connections, so
+//! nothing on the request path may hold one long: durable task submits take the task
+//! queue's lock only for what may move and wait for the store's writer without holding it
+//! (README "Performance": 17,237 submits/s here against 18,670 on the shared runtime).
 
 use std::future::Future;
 use std::sync::Arc;
