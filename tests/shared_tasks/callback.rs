@@ -19,6 +19,26 @@ use crate::routers::Lab;
 /// The `webhook-id`s a receiver was sent, in order.
 type Seen = Arc<Mutex<Vec<String>>>;
 
+/// A task asking `content` with a callback to `url`, submitted on router `router`: its id.
+async fn with_callback(lab: &Lab, router: usize, content: &str, url: &str) -> String {
+    let body = json!({
+        "request": {"model": "auto", "messages": [{"role": "user", "content": content}]},
+        "callback": {"url": url},
+    });
+    let resp = lab
+        .client
+        .post(format!("{}/v1/tasks", lab.base(router)))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    resp.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 async fn receiver() -> (String, Seen) {
     refusing(0).await
 }
@@ -56,20 +76,7 @@ async fn a_shared_task_s_callback_is_sent_once_by_the_router_that_ended_it() {
     let mut lab = Lab::start("3s", 4).await;
     let (a, b) = (lab.add_router("a").await, lab.add_router("b").await);
     let (url, seen) = receiver().await;
-    let body = json!({
-        "request": {"model": "auto", "messages": [{"role": "user", "content": "call me back"}]},
-        "callback": {"url": url},
-    });
-    let resp = lab
-        .client
-        .post(format!("{}/v1/tasks", lab.base(a)))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
-    let task: Value = resp.json().await.unwrap();
-    let id = task["id"].as_str().unwrap().to_string();
+    let id = with_callback(&lab, a, "call me back", &url).await;
     assert_eq!(finished(&lab, b, &id).await["status"], "succeeded");
     lab.until(
         "the callback is delivered, as b shows",
@@ -90,22 +97,7 @@ async fn a_task_interrupted_twice_is_failed_and_its_callback_sent_by_a_router_al
     lab.sim.set(Fault::SlowFirstByte(Duration::from_secs(60)));
     let (url, seen) = receiver().await;
     let a = lab.add_router("a").await;
-    let body = json!({
-        "request": {"model": "auto", "messages": [{"role": "user", "content": "crash me"}]},
-        "callback": {"url": url},
-    });
-    let resp = lab
-        .client
-        .post(format!("{}/v1/tasks", lab.base(a)))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
-    let id = resp.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = with_callback(&lab, a, "crash me", &url).await;
     // Each router that runs it dies with it.
     for (n, node) in ["b", "c"].into_iter().enumerate() {
         let hits = n as u64 + 1;
@@ -138,22 +130,7 @@ async fn a_callback_whose_router_dies_while_it_retries_is_delivered_by_another_u
     // Refused twice: the first attempt at the end, the retries 5 s and 10 s after.
     let (url, seen) = refusing(2).await;
     let a = lab.add_router("a").await;
-    let body = json!({
-        "request": {"model": "auto", "messages": [{"role": "user", "content": "call me back"}]},
-        "callback": {"url": url},
-    });
-    let resp = lab
-        .client
-        .post(format!("{}/v1/tasks", lab.base(a)))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
-    let id = resp.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = with_callback(&lab, a, "call me back", &url).await;
     assert_eq!(finished(&lab, a, &id).await["status"], "succeeded");
     let b = lab.add_router("b").await;
     // a's first attempt is refused and noted in the pool, as b shows: then a dies.
