@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use labrouter::sim::Fault;
 
@@ -25,18 +25,9 @@ async fn with_callback(lab: &Lab, router: usize, content: &str, url: &str) -> St
         "request": {"model": "auto", "messages": [{"role": "user", "content": content}]},
         "callback": {"url": url},
     });
-    let resp = lab
-        .client
-        .post(format!("{}/v1/tasks", lab.base(router)))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
-    resp.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    let (status, task) = crate::follow_routers::post(lab, router, body).await;
+    assert_eq!(status, 202, "{task}");
+    task["id"].as_str().unwrap().to_string()
 }
 
 async fn receiver() -> (String, Seen) {

@@ -14,7 +14,7 @@ use crate::anywhere::finished;
 use crate::routers::Lab;
 
 /// POSTs `body` as a task to `router`: the status and the answer.
-async fn post(lab: &Lab, router: usize, body: Value) -> (u16, Value) {
+pub(crate) async fn post(lab: &Lab, router: usize, body: Value) -> (u16, Value) {
     let resp = lab
         .client
         .post(format!("{}/v1/tasks", lab.base(router)))
@@ -24,6 +24,25 @@ async fn post(lab: &Lab, router: usize, body: Value) -> (u16, Value) {
         .unwrap();
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap())
+}
+
+/// The child (router, id) succeeded after its parent (router, id): the machine saw two
+/// requests, the child's last, with the parent's answer in it.
+pub(crate) async fn ran_after_parent(lab: &Lab, child: (usize, &str), parent: (usize, &str)) {
+    let done = finished(lab, child.0, child.1).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let parent = finished(lab, parent.0, parent.1).await;
+    assert_eq!(parent["status"], "succeeded", "{parent}");
+    assert_eq!(
+        lab.sim.work_hits(),
+        2,
+        "the parent's request, then the child's"
+    );
+    let sent: Value = serde_json::from_slice(&lab.sim.last_body().unwrap()).unwrap();
+    assert_eq!(
+        sent["messages"][0]["content"], "review: the parent's summary",
+        "the last request is the child's, with its parent's answer in it"
+    );
 }
 
 /// A chat task saying `text`, after `after`, with `extra` fields.
@@ -67,20 +86,7 @@ async fn a_follow_up_on_b_reaches_the_machine_after_its_parent_on_a_with_the_par
     .await;
     let (_, shown) = lab.get(a, &format!("/v1/tasks/{}", id(&child))).await;
     assert_eq!(shown["status"], "blocked", "still: {shown}");
-    let done = finished(&lab, a, id(&child)).await;
-    assert_eq!(done["status"], "succeeded", "{done}");
-    let parent = finished(&lab, b, id(&parent)).await;
-    assert_eq!(parent["status"], "succeeded", "{parent}");
-    assert_eq!(
-        lab.sim.work_hits(),
-        2,
-        "the parent's request, then the child's"
-    );
-    let sent: Value = serde_json::from_slice(&lab.sim.last_body().unwrap()).unwrap();
-    assert_eq!(
-        sent["messages"][0]["content"], "review: the parent's summary",
-        "the last request is the child's, with its parent's answer in it"
-    );
+    ran_after_parent(&lab, (a, id(&child)), (b, id(&parent))).await;
     // Parents that succeeded already: queued at once, and run with their text.
     let (status, late) = post(
         &lab,

@@ -96,20 +96,7 @@ async fn a_follow_up_moved_from_a_local_queue_runs_after_its_parent_with_the_par
     .await;
     let (_, shown) = lab.get(a, &format!("/v1/tasks/{}", id(4))).await;
     assert_eq!(shown["status"], "blocked", "still: {shown}");
-    let done = finished(&lab, a, &id(4)).await;
-    assert_eq!(done["status"], "succeeded", "{done}");
-    let parent = finished(&lab, a, &id(2)).await;
-    assert_eq!(parent["status"], "succeeded", "{parent}");
-    assert_eq!(
-        lab.sim.work_hits(),
-        2,
-        "the parent's request, then the child's"
-    );
-    let sent: Value = serde_json::from_slice(&lab.sim.last_body().unwrap()).unwrap();
-    assert_eq!(
-        sent["messages"][0]["content"], "review: the parent's summary",
-        "the last request is the child's, with its parent's answer in it"
-    );
+    crate::follow_routers::ran_after_parent(&lab, (a, &id(4)), (a, &id(2))).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
