@@ -163,7 +163,6 @@ impl Fleet {
         })
     }
 
-    /// Records how long a request served under `label` (a route's or a model's name) took.
     /// A target's `NAME@MACHINE`, borrowed from [`Fleet::targets`] (made once) when it could
     /// be made a header value.
     pub fn target_name(&self, model: ModelId) -> std::borrow::Cow<'_, str> {
@@ -173,6 +172,7 @@ impl Fleet {
         }
     }
 
+    /// Records how long a request served under `label` (a route's or a model's name) took.
     pub fn record_duration(&self, label: &str, seconds: f64) {
         let all = self.durations.get_or_init(|| {
             let names = self.registry.routes.iter().map(|r| r.name.as_str());

@@ -154,15 +154,20 @@ where
     req.extensions_mut().insert(owner);
     let mut resp = next(req).await;
     if let Some(o) = cors_origin {
-        let h = resp.headers_mut();
-        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, o);
-        h.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static(EXPOSED_HEADERS),
-        );
-        h.append(header::VARY, HeaderValue::from_static("Origin"));
+        allow_origin(&mut resp, o);
     }
     resp
+}
+
+/// CORS on an answer to an allowed origin: it may read the answer and our headers.
+fn allow_origin(resp: &mut Response, origin: HeaderValue) {
+    let h = resp.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static(EXPOSED_HEADERS),
+    );
+    h.append(header::VARY, HeaderValue::from_static("Origin"));
 }
 
 /// With keys set, what may be called without one: the dashboard page (it holds no data
