@@ -121,12 +121,9 @@ pub fn hot_endpoint(method: &axum::http::Method, path: &str) -> Option<Endpoint>
     if method != axum::http::Method::POST {
         return None;
     }
-    match path {
-        "/v1/chat/completions" => Some(Endpoint::Chat),
-        "/v1/completions" => Some(Endpoint::Completions),
-        "/v1/embeddings" => Some(Endpoint::Embeddings),
-        _ => None,
-    }
+    [Endpoint::Chat, Endpoint::Completions, Endpoint::Embeddings]
+        .into_iter()
+        .find(|e| e.client_path() == path)
 }
 
 /// A hot POST ([`hot_endpoint`]) served as the router would serve it — the same guard, the

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::anywhere::finished;
@@ -35,14 +35,7 @@ async fn a_wedged_redis_refuses_submits_quickly_while_chat_is_served_and_its_ret
     assert!(took < Duration::from_secs(2), "refused after {took:?}");
 
     // Interactive traffic does not touch the queue.
-    let chat = lab
-        .client
-        .post(format!("{}/v1/chat/completions", lab.base(a)))
-        .json(&json!({"model": "auto", "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(chat.status(), 200);
+    assert_eq!(lab.chat(a).await, 200);
     let (_, status) = lab.get(a, "/status").await;
     assert_eq!(status["shared_queue"]["state"], "down", "{status}");
     let metrics = lab
@@ -145,14 +138,7 @@ async fn a_router_started_while_redis_is_down_serves_chat_and_takes_tasks_once_r
     let mut lab = Lab::start("2s", 4).await;
     lab.redis.kill9();
     let a = lab.add_router("a").await;
-    let chat = lab
-        .client
-        .post(format!("{}/v1/chat/completions", lab.base(a)))
-        .json(&json!({"model": "auto", "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(chat.status(), 200);
+    assert_eq!(lab.chat(a).await, 200);
     assert_eq!(lab.submit(a, 1, None).await.status(), 503);
     let (_, status) = lab.get(a, "/status").await;
     assert_eq!(status["shared_queue"]["state"], "down", "{status}");

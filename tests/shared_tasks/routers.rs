@@ -174,6 +174,18 @@ models:
     }
 
     /// GET `path` on `router` as JSON, with its status.
+    /// A chat completion through `router`: its status (chat never touches the queue).
+    pub async fn chat(&self, router: usize) -> u16 {
+        self.client
+            .post(format!("{}/v1/chat/completions", self.base(router)))
+            .json(&serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
     pub async fn get(&self, router: usize, path: &str) -> (u16, Value) {
         let resp = self
             .client
