@@ -31,6 +31,7 @@ use tower::ServiceExt;
 use crate::clock::{from_now, Instant};
 use crate::service::Service;
 
+mod quiet;
 mod workers;
 
 pub use workers::serve_on_workers;

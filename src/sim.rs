@@ -97,6 +97,8 @@ struct Inner {
     /// long after its request was read; zero by default.
     image_time: Mutex<Duration>,
     counts: Counts,
+    /// Connections open now (accepted and not yet closed, by either side).
+    open: AtomicUsize,
     /// Whether a slow answer (SlowFirstByte) takes `one`, so such answers come one at a time.
     serial: AtomicBool,
     one: tokio::sync::Mutex<()>,
@@ -157,6 +159,7 @@ impl Sim {
             }]),
             image_time: Mutex::new(Duration::ZERO),
             counts: Counts::default(),
+            open: AtomicUsize::new(0),
             serial: AtomicBool::new(false),
             one: tokio::sync::Mutex::new(()),
         });
@@ -259,6 +262,11 @@ impl Sim {
     /// The body of the last work request received (tests check the router rewrote only `model`).
     pub fn last_body(&self) -> Option<Bytes> {
         self.inner.counts.last_body()
+    }
+
+    /// Connections open to it now: a client's idle pooled connections count until closed.
+    pub fn open_connections(&self) -> usize {
+        self.inner.open.load(Ordering::Relaxed)
     }
 
     /// Forgets hits, their arrival times and the last body, so a test phase starts from zero.

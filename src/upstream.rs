@@ -114,6 +114,11 @@ pub enum Answer {
 }
 
 impl Upstream {
+    /// Closes the idle connections this thread's requests left to the machine.
+    pub fn let_idle_go(&self) {
+        self.hot.let_idle_go();
+    }
+
     /// The machine's client and URLs; fails only on a client or URL the registry let through.
     pub fn new(machine: &Machine, max_body: usize) -> Result<Upstream, String> {
         let client = reqwest::Client::builder()

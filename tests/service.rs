@@ -586,6 +586,59 @@ async fn serving_threads_share_one_max_connections_bound() {
     running.stop().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_serving_thread_closes_the_idle_connections_a_load_left_once_it_falls_quiet() {
+    let lab = Lab::start().await;
+    let running = on_two_threads(&lab, "").await;
+    // A load: 8 clients at once (the machine's max_concurrency), for at least 600 ms and 40
+    // requests each: the machine sees up to 8 connections from the router's two pools.
+    let client = reqwest::Client::new();
+    let started = tokio::time::Instant::now();
+    let loads: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, base) = (client.clone(), running.base.clone());
+            tokio::spawn(async move {
+                let mut n = 0;
+                while n < 40 || started.elapsed() < Duration::from_millis(600) {
+                    let resp = client
+                        .post(format!("{base}/v1/chat/completions"))
+                        .json(&serde_json::json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]}))
+                        .send()
+                        .await
+                        .unwrap();
+                    let status = resp.status();
+                    assert_eq!(status, 200, "{}", resp.text().await.unwrap_or_default());
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    for load in loads {
+        load.await.unwrap();
+    }
+    let left = lab.local.open_connections();
+    assert!(
+        left >= 4,
+        "the load kept only {left} connections to the machine"
+    );
+    // The pool would keep them 90 s; quiet threads close theirs within a few ticks.
+    let mut open = left;
+    for _ in 0..200 {
+        open = lab.local.open_connections();
+        if open <= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        open <= 1,
+        "{open} of {left} connections still open 10 s after the load"
+    );
+    // And the next request opens a fresh one.
+    assert_eq!(chat(&running.base, "chat").await.status(), 200);
+    running.stop().await.unwrap();
+}
+
 /// A chat request on a client of its own (so a connection of its own): status and body.
 async fn chat_on_own_connection(base: String) -> (u16, String) {
     let resp = chat(&base, "chat").await;

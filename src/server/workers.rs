@@ -5,7 +5,8 @@
 //! request and its upstream connection were often driven by different workers, and each
 //! request paid the wake-ups between them (issue 13's profile; the README's Performance
 //! section has the figures). Background work (health checks, the task scheduler, Redis,
-//! Telegram) stays on the caller's runtime.
+//! Telegram) stays on the caller's runtime. When a load ends, each thread closes the idle
+//! upstream connections it opened and gives its allocator's free pages back (`quiet.rs`).
 //!
 //! One `server.max_connections` bound holds across the threads, and the shutdown drains
 //! every thread's requests in flight within the one `shutdown_grace`.
@@ -121,6 +122,7 @@ impl Worker {
             .build()
             .and_then(|runtime| {
                 runtime.block_on(async move {
+                    tokio::spawn(super::quiet::give_back_when_quiet(Arc::clone(&svc)));
                     let listener = TcpListener::from_std(socket)?;
                     let shutdown = async move {
                         let _ = stopping.wait_for(|s| *s).await;

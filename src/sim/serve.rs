@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -87,6 +88,7 @@ pub(super) async fn accept_loop(inner: Arc<Inner>) {
 /// dropped. A twin descriptor lets a kill set SO_LINGER 0 so the peer sees a reset, while
 /// ordinary closes stay graceful.
 async fn serve_conn(inner: Arc<Inner>, stream: TcpStream) {
+    let _open = Open::count(&inner);
     let mut epoch = inner.epoch.subscribe();
     let _ = stream.set_nodelay(true);
     let split = stream.into_std().and_then(|s| {
@@ -125,5 +127,21 @@ async fn serve_conn(inner: Arc<Inner>, stream: TcpStream) {
 fn reset(twin: std::net::TcpStream) {
     if let Err(e) = TcpSocket::from_std_stream(twin).set_zero_linger() {
         tracing::debug!("set_zero_linger failed: {e}");
+    }
+}
+
+/// Counts a connection in [`Inner::open`] for as long as it lives.
+struct Open(Arc<Inner>);
+
+impl Open {
+    fn count(inner: &Arc<Inner>) -> Open {
+        inner.open.fetch_add(1, Ordering::Relaxed);
+        Open(Arc::clone(inner))
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }

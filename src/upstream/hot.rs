@@ -8,15 +8,17 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
 
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::{Client, ResponseFuture};
+use hyper_util::client::legacy::{Builder, Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::registry::Machine;
 
-type Pool = Client<hyper_rustls::HttpsConnector<HttpConnector>, super::Payload>;
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+type Pool = Client<Connector, super::Payload>;
 
 /// How many pools each machine's client has: one per serving thread, and one for every
 /// other thread (see [`worker_pools`]).
@@ -38,8 +40,14 @@ pub fn use_worker_pool(i: usize) {
     POOL.with(|p| p.set(i));
 }
 
-/// One machine's client: a pool per serving thread (never empty).
-pub(super) struct Hot(Box<[Pool]>);
+/// One machine's client: a pool per serving thread (never empty), and what builds one.
+pub(super) struct Hot {
+    /// Read (uncontended: each serving thread has its own) for every request; written only
+    /// by [`Hot::let_idle_go`].
+    pools: Box<[RwLock<Pool>]>,
+    builder: Builder,
+    connector: Connector,
+}
 
 impl Hot {
     pub(super) fn new(machine: &Machine) -> Result<Hot, String> {
@@ -58,14 +66,37 @@ impl Hot {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_timer(TokioTimer::new());
         let pools = (0..POOLS.load(Ordering::Relaxed).max(1))
-            .map(|_| builder.build(tls.clone()))
+            .map(|_| RwLock::new(builder.build(tls.clone())))
             .collect();
-        Ok(Hot(pools))
+        Ok(Hot {
+            pools,
+            builder,
+            connector: tls,
+        })
+    }
+
+    /// This thread's pool.
+    fn pool(&self) -> &RwLock<Pool> {
+        let pool = POOL.with(Cell::get);
+        self.pools.get(pool).unwrap_or(&self.pools[0])
     }
 
     /// Sends `req` on this thread's pool.
     pub(super) fn request(&self, req: hyper::Request<super::Payload>) -> ResponseFuture {
-        let pool = POOL.with(Cell::get);
-        self.0.get(pool).unwrap_or(&self.0[0]).request(req)
+        let pool = self.pool().read().unwrap_or_else(PoisonError::into_inner);
+        pool.request(req)
+    }
+
+    /// Closes the idle connections of this thread's pool (a fresh pool replaces it; those
+    /// in use finish their request and close). For a serving thread whose load has ended:
+    /// hundreds of connections a 256-connection burst opened would otherwise each hold
+    /// their buffers for the pool's 90 s (see `server/quiet.rs`).
+    pub(super) fn let_idle_go(&self) {
+        let fresh = self.builder.build(self.connector.clone());
+        let old = std::mem::replace(
+            &mut *self.pool().write().unwrap_or_else(PoisonError::into_inner),
+            fresh,
+        );
+        drop(old);
     }
 }
