@@ -35,7 +35,7 @@ struct Peek<'a> {
     model: Option<&'a RawValue>,
     stream: Option<bool>,
     #[serde(borrow)]
-    messages: Option<Vec<Message<'a>>>,
+    messages: Option<Messages<'a>>,
     #[serde(borrow)]
     prompt: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -49,32 +49,8 @@ fn written<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
     <&'de RawValue>::deserialize(d).map(Some)
 }
 
-#[derive(Deserialize)]
-struct Message<'a> {
-    #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    content: Option<Content<'a>>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Content<'a> {
-    #[serde(borrow)]
-    Text(Cow<'a, str>),
-    #[serde(borrow)]
-    Parts(Vec<Part<'a>>),
-    #[allow(dead_code)]
-    Other(serde::de::IgnoredAny),
-}
-
-#[derive(Deserialize)]
-struct Part<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
-}
+mod read;
+use read::Messages;
 
 impl Parsed {
     pub fn new(endpoint: Endpoint, body: Bytes) -> Result<Parsed, BadBody> {
@@ -111,26 +87,8 @@ impl Parsed {
                 let messages = peek.messages.ok_or_else(|| {
                     BadBody("'messages' is required for /v1/chat/completions".into())
                 })?;
-                for m in &messages {
-                    if let Some(Content::Parts(parts)) = &m.content {
-                        has_image |= parts
-                            .iter()
-                            .any(|p| p.kind.as_deref().is_some_and(|k| k.contains("image")));
-                    }
-                }
-                let last_user = messages
-                    .iter()
-                    .rev()
-                    .find(|m| m.role.as_deref() == Some("user"));
-                match last_user.and_then(|m| m.content.as_ref()) {
-                    Some(Content::Text(t)) => t.to_string(),
-                    Some(Content::Parts(parts)) => {
-                        let texts: Vec<&str> =
-                            parts.iter().filter_map(|p| p.text.as_deref()).collect();
-                        texts.join("\n")
-                    }
-                    _ => String::new(),
-                }
+                has_image = messages.has_image;
+                messages.last_user_text()
             }
             Endpoint::Completions => strings(peek.prompt),
             Endpoint::Embeddings => strings(peek.input),
@@ -154,13 +112,16 @@ impl Parsed {
 
     /// The body with `model` set to `backend`; every other byte as the client sent it.
     pub fn body_for(&self, backend: &str) -> Bytes {
-        let name = serde_json::Value::String(backend.to_string()).to_string();
         let b = &self.body[..];
-        let mut out = Vec::with_capacity(b.len() + name.len() + 10);
+        let mut out = Vec::with_capacity(b.len() + backend.len() + 12);
+        // A string always writes (the escaped name, quoted); writing to a Vec cannot fail.
+        let name = |out: &mut Vec<u8>| {
+            let _ = serde_json::to_writer(&mut *out, backend);
+        };
         match &self.model_at {
             Some(at) => {
                 out.extend_from_slice(&b[..at.start]);
-                out.extend_from_slice(name.as_bytes());
+                name(&mut out);
                 out.extend_from_slice(&b[at.end..]);
             }
             None => {
@@ -169,7 +130,7 @@ impl Parsed {
                 let empty = b[open..].iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'}');
                 out.extend_from_slice(&b[..open]);
                 out.extend_from_slice(b"\"model\":");
-                out.extend_from_slice(name.as_bytes());
+                name(&mut out);
                 if !empty {
                     out.push(b',');
                 }
@@ -191,30 +152,12 @@ fn responses_input(raw: Option<&RawValue>) -> Result<(String, bool), BadBody> {
     if let Ok(s) = serde_json::from_str::<Cow<'_, str>>(raw.get()) {
         return Ok((s.into_owned(), false));
     }
-    let items: Vec<Message<'_>> = serde_json::from_str(raw.get()).map_err(|e| {
+    let items: Messages<'_> = serde_json::from_str(raw.get()).map_err(|e| {
         BadBody(format!(
             "'input' must be a string or a list of input items: {e}"
         ))
     })?;
-    let image = items.iter().any(|m| match &m.content {
-        Some(Content::Parts(parts)) => parts
-            .iter()
-            .any(|p| p.kind.as_deref().is_some_and(|k| k.contains("image"))),
-        _ => false,
-    });
-    let last_user = items
-        .iter()
-        .rev()
-        .find(|m| m.role.as_deref() == Some("user"));
-    let text = match last_user.and_then(|m| m.content.as_ref()) {
-        Some(Content::Text(t)) => t.to_string(),
-        Some(Content::Parts(parts)) => {
-            let texts: Vec<&str> = parts.iter().filter_map(|p| p.text.as_deref()).collect();
-            texts.join("\n")
-        }
-        _ => String::new(),
-    };
-    Ok((text, image))
+    Ok((items.last_user_text(), items.has_image))
 }
 
 /// A prompt or input: a string, or the strings of an array, joined.
