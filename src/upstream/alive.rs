@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use hyper::body::Incoming;
+use super::hot::Reply;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::Instant;
 
@@ -42,7 +42,7 @@ impl Upstream {
         wire: Wire,
         body: Payload,
         lease: &Lease,
-    ) -> Result<hyper::Response<Incoming>, Attempted> {
+    ) -> Result<hyper::Response<Reply>, Attempted> {
         let content_type = body.content_type().clone();
         let mut req = hyper::Request::new(body);
         *req.method_mut() = hyper::Method::POST;

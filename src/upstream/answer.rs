@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use super::hot::Reply;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::Instant;
 
@@ -19,7 +19,7 @@ impl Upstream {
         &self,
         at: &Attempt,
         wire: Wire,
-        resp: hyper::Response<Incoming>,
+        resp: hyper::Response<Reply>,
     ) -> Result<Bytes, Attempted> {
         let body = match tokio::time::timeout_at(at.deadline, self.read_whole(resp)).await {
             Ok(Ok(body)) => body,
@@ -49,7 +49,7 @@ impl Upstream {
     pub(super) async fn refusal(
         &self,
         target: ModelId,
-        resp: hyper::Response<Incoming>,
+        resp: hyper::Response<Reply>,
         deadline: Instant,
     ) -> Result<Answer, Attempted> {
         let status = resp.status();
@@ -88,7 +88,7 @@ impl Upstream {
     /// deadline bounds the time.
     async fn read_whole(
         &self,
-        resp: hyper::Response<Incoming>,
+        resp: hyper::Response<Reply>,
     ) -> Result<Bytes, Unread<hyper::Error>> {
         let declared = resp
             .headers()

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use super::hot::Reply;
 
 use super::alive::Chunk;
 use super::{Attempt, Chunks, Upstream};
@@ -19,7 +19,7 @@ impl Upstream {
         &self,
         at: &Attempt,
         wire: Wire,
-        resp: hyper::Response<Incoming>,
+        resp: hyper::Response<Reply>,
         lease: &Lease,
     ) -> Result<(Bytes, Chunks), Attempted> {
         let mut rest: Chunks = resp.into_body().into_data_stream().boxed();
