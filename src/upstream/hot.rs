@@ -144,7 +144,9 @@ impl Hot {
         loop {
             let (mut tx, reused) = match pool.take() {
                 Some(tx) => (tx, true),
-                None => (self.connect().await?, false),
+                // Boxed: the dial's future (TLS included) is large, and every request's
+                // future would carry it, copied each time it moves.
+                None => (Box::pin(self.connect()).await?, false),
             };
             // A pooled connection is free once its last answer's end reached its
             // dispatcher (at once, or within a turn of this thread); closed, it is dropped.
