@@ -36,3 +36,5 @@ mod reload;
 mod streaming;
 #[path = "e2e/tiers.rs"]
 mod tiers;
+#[path = "e2e/upstream_pool.rs"]
+mod upstream_pool;

@@ -278,7 +278,11 @@ mod tests {
     fn reads_the_last_user_message_and_any_image_part() {
         let cases = [
             (r#"[{"role":"user","content":"hi"}]"#, "hi", false),
-            (r#"[{"role":"user","content":"a\"b\u00e9"}]"#, "a\"bé", false),
+            (
+                r#"[{"role":"user","content":"a\"b\u00e9"}]"#,
+                "a\"bé",
+                false,
+            ),
             (
                 r#"[{"role":"user","content":[{"type":"text","text":"one"},{"type":"image_url","image_url":{"url":"x"}},{"text":"two","type":null}]}]"#,
                 "one\ntwo",
@@ -291,12 +295,28 @@ mod tests {
                 true,
             ),
             // The last user message without content says nothing, even after one that did.
-            (r#"[{"role":"user","content":"first"},{"role":"user"}]"#, "", false),
+            (
+                r#"[{"role":"user","content":"first"},{"role":"user"}]"#,
+                "",
+                false,
+            ),
             (r#"[{"role":"user","content":null}]"#, "", false),
             // Not a list of parts: read past, no text and no image.
-            (r#"[{"role":"user","content":[{"type":"image"},"loose"]}]"#, "", false),
-            (r#"[{"role":"user","content":[{"type":"image","text":5}]}]"#, "", false),
-            (r#"[{"role":"user","content":[{"type":"image","type":"image"}]}]"#, "", false),
+            (
+                r#"[{"role":"user","content":[{"type":"image"},"loose"]}]"#,
+                "",
+                false,
+            ),
+            (
+                r#"[{"role":"user","content":[{"type":"image","text":5}]}]"#,
+                "",
+                false,
+            ),
+            (
+                r#"[{"role":"user","content":[{"type":"image","type":"image"}]}]"#,
+                "",
+                false,
+            ),
             (r#"[{"role":"user","content":[null]}]"#, "", false),
             (r#"[{"role":"user","content":{"text":"x"}}]"#, "", false),
             (r#"[{"role":"user","content":7}]"#, "", false),
@@ -309,10 +329,20 @@ mod tests {
 
     #[test]
     fn a_list_that_is_not_one_or_a_broken_message_is_an_error() {
-        for json in [r#""x""#, r#"{"role":"user"}"#, r#"[{"role":5}]"#, r#"[{"role":"user","content":[{"type":"text"]}]"#] {
-            assert!(serde_json::from_str::<Messages<'_>>(json).is_err(), "{json}");
+        for json in [
+            r#""x""#,
+            r#"{"role":"user"}"#,
+            r#"[{"role":5}]"#,
+            r#"[{"role":"user","content":[{"type":"text"]}]"#,
+        ] {
+            assert!(
+                serde_json::from_str::<Messages<'_>>(json).is_err(),
+                "{json}"
+            );
         }
-        let e = serde_json::from_str::<Messages<'_>>(r#""x""#).err().map(|e| e.to_string());
+        let e = serde_json::from_str::<Messages<'_>>(r#""x""#)
+            .err()
+            .map(|e| e.to_string());
         assert!(e.is_some_and(|e| e.contains("expected a sequence")));
     }
 }

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
+use super::hot::Reply;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use super::hot::Reply;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::Instant;
 

@@ -2,9 +2,9 @@
 //! deadline, then checked to be a valid completion; and a non-2xx answer classified, its
 //! body read to be passed back when the client's request was at fault.
 
+use super::hot::Reply;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use super::hot::Reply;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::Instant;
 

@@ -93,7 +93,11 @@ impl Hot {
         let (Some(scheme), Some(authority)) = (url.scheme(), url.authority()) else {
             return Err(format!("'{}' names no scheme and host", machine.url));
         };
-        let default_port = if *scheme == hyper::http::uri::Scheme::HTTPS { 443 } else { 80 };
+        let default_port = if *scheme == hyper::http::uri::Scheme::HTTPS {
+            443
+        } else {
+            80
+        };
         let host = match authority.port_u16() {
             Some(p) if p != default_port => format!("{}:{p}", authority.host()),
             _ => authority.host().to_string(),

@@ -2,10 +2,10 @@
 //! machine vouched for); a stream that ends, is cut, falls silent or opens with Ollama's
 //! error line before then is the machine's failure, and the chain may still move on.
 
+use super::hot::Reply;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use super::hot::Reply;
 
 use super::alive::Chunk;
 use super::{Attempt, Chunks, Upstream};
