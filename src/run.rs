@@ -140,6 +140,17 @@ impl Drop for Background {
     }
 }
 
+/// Every 30 s, closes the upstream connections idle longer than their pools keep them,
+/// those of machines asked no more included.
+async fn close_expired_connections(svc: Arc<Service>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        for upstream in svc.fleet().upstreams.iter() {
+            upstream.close_expired();
+        }
+    }
+}
+
 fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
     let mut tasks = Vec::new();
     // The other routers (README "Several routers"), before Telegram so its alerts hear the link.
@@ -161,6 +172,7 @@ fn start(svc: &Arc<Service>, opts: &RunOptions) -> Background {
         tokio::spawn(crate::warm::run(Arc::clone(svc))),
         tokio::spawn(crate::discover::run(Arc::clone(svc))),
         tokio::spawn(crate::service::prune_daily(Arc::clone(svc))),
+        tokio::spawn(close_expired_connections(Arc::clone(svc))),
     ]);
     // The task queue (docs/api.md "Tasks"): resumed when the service opened its store.
     if let Some(scheduler) = svc.tasks() {

@@ -119,6 +119,11 @@ impl Upstream {
         self.hot.let_idle_go();
     }
 
+    /// Closes the connections to the machine idle longer than its pools keep them (90 s).
+    pub fn close_expired(&self) {
+        self.hot.close_expired();
+    }
+
     /// The machine's client and URLs; fails only on a client or URL the registry let through.
     pub fn new(machine: &Machine, max_body: usize) -> Result<Upstream, String> {
         let client = reqwest::Client::builder()

@@ -299,6 +299,38 @@ async fn a_reload_trigger_reloads_the_registry_file() {
     running.stop().await.unwrap();
 }
 
+/// The hot pool closes a connection idle past 90 s even when its machine is asked no more
+/// (a sweep every 30 s in `run`); until then it is kept for the next request.
+#[tokio::test(start_paused = true)]
+async fn an_upstream_connection_idle_past_90_s_is_closed_though_nothing_asks_its_machine() {
+    let lab = Lab::start().await;
+    lab.write(&lab.yaml());
+    let running = Running::start(lab.service(), RunOptions::default()).await;
+    let resp = chat(&running.base, "code").await;
+    assert_eq!(resp.status(), 200);
+    resp.text().await.unwrap();
+    assert_eq!(lab.gpu.open_connections(), 1);
+    tokio::time::sleep(Duration::from_secs(80)).await;
+    assert_eq!(
+        lab.gpu.open_connections(),
+        1,
+        "kept while idle less than 90 s"
+    );
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    for _ in 0..200 {
+        if lab.gpu.open_connections() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        lab.gpu.open_connections(),
+        0,
+        "closed by the sweep after 90 s idle"
+    );
+    running.stop().await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn status_and_dashboard_show_every_machine_and_state() {
     let lab = Lab::start().await;

@@ -7,13 +7,14 @@
 //! thread, both stay on one.
 //!
 //! The pool is ours, not hyper-util's: a pool serves one machine on one thread, so it needs
-//! no key to hash, no task per request to wait for the connection to be free again, and no
-//! connection details copied into every answer — ~4,000 instructions a request (callgrind,
-//! docs/perf). A connection goes back to its pool when its answer's body has been read to
-//! the end ([`Reply`]); an answer dropped before that closes it, as hyper does. A request
-//! that a reused connection could not even send (the machine closed it meanwhile) is sent
-//! again on another, as hyper-util does; idle connections are closed after 90 s, or when
-//! their serving thread falls quiet after a load (`server/quiet.rs`).
+//! no key to hash at every checkout and return, no task to wait for a connection to be free
+//! again, and no connection details copied into every answer (docs/perf/README.md has the
+//! instruction counts). A connection goes back to its pool when its answer's body has been
+//! read to the end ([`Reply`]); an answer dropped before that closes it, as hyper does. A
+//! request that a reused connection could not even send (the machine closed it meanwhile)
+//! is sent again on another, as hyper-util does; idle connections are closed after 90 s
+//! (at a checkout, or within 30 s: `run.rs`), or when their serving thread falls quiet
+//! after a load (`server/quiet.rs`).
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -188,6 +189,14 @@ impl Hot {
         Ok(tx)
     }
 
+    /// Closes the connections idle longer than [`IDLE_FOR`] in every thread's pool (a
+    /// checkout closes them too, but a machine asked no more would keep them).
+    pub(super) fn close_expired(&self) {
+        for pool in &self.pools {
+            drop(pool.expired());
+        }
+    }
+
     /// Closes the idle connections of this thread's pool; those in use finish their
     /// request and come back. For a serving thread whose load has ended: hundreds of
     /// connections a 256-connection burst opened would each hold their buffers for 90 s.
@@ -207,8 +216,9 @@ impl Pool {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The connection idle the shortest time, after closing those idle too long.
-    fn take(&self) -> Option<Sender> {
+    /// Closes the connections idle too long (the oldest first) and those the machine
+    /// closed; returns the rest.
+    fn expired(&self) -> MutexGuard<'_, VecDeque<(Sender, Instant)>> {
         let mut idle = self.idle();
         let now = Instant::now();
         while idle
@@ -217,6 +227,12 @@ impl Pool {
         {
             idle.pop_front();
         }
+        idle
+    }
+
+    /// The connection idle the shortest time, after closing those idle too long.
+    fn take(&self) -> Option<Sender> {
+        let mut idle = self.expired();
         while let Some((tx, _)) = idle.pop_back() {
             if !tx.is_closed() {
                 return Some(tx);
