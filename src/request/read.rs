@@ -90,6 +90,24 @@ impl Part<'_> {
     }
 }
 
+/// A visitor's methods for the numbers and booleans it reads past as `$past`.
+macro_rules! past_scalars {
+    ($past:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($past)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($past)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($past)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($past)
+        }
+    };
+}
+
 impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(ContentVisitor(PhantomData))
@@ -102,6 +120,7 @@ struct ContentVisitor<'a>(PhantomData<&'a ()>);
 
 impl<'de: 'a, 'a> Visitor<'de> for ContentVisitor<'a> {
     type Value = Content<'a>;
+    past_scalars!(Content::Other);
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
@@ -133,18 +152,6 @@ impl<'de: 'a, 'a> Visitor<'de> for ContentVisitor<'a> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Content::Other)
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Content<'a>, E> {
-        Ok(Content::Other)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Content<'a>, E> {
-        Ok(Content::Other)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Content<'a>, E> {
-        Ok(Content::Other)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Content<'a>, E> {
-        Ok(Content::Other)
-    }
     fn visit_unit<E>(self) -> Result<Content<'a>, E> {
         Ok(Content::Null)
     }
@@ -167,6 +174,7 @@ struct PartVisitor<'a>(PhantomData<&'a ()>);
 
 impl<'de: 'a, 'a> Visitor<'de> for PartVisitor<'a> {
     type Value = MaybePart<'a>;
+    past_scalars!(MaybePart(None));
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
@@ -201,18 +209,6 @@ impl<'de: 'a, 'a> Visitor<'de> for PartVisitor<'a> {
         Ok(MaybePart(None))
     }
     fn visit_str<E>(self, _: &str) -> Result<MaybePart<'a>, E> {
-        Ok(MaybePart(None))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<MaybePart<'a>, E> {
-        Ok(MaybePart(None))
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<MaybePart<'a>, E> {
-        Ok(MaybePart(None))
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<MaybePart<'a>, E> {
-        Ok(MaybePart(None))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<MaybePart<'a>, E> {
         Ok(MaybePart(None))
     }
     fn visit_unit<E>(self) -> Result<MaybePart<'a>, E> {
