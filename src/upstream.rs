@@ -48,8 +48,8 @@ pub struct Upstream {
     client: reqwest::Client,
     pub name: String,
     url: String,
-    /// The endpoint URIs, parsed once: parsing a URL per request was a sixth of the
-    /// proxy's instructions (see the README's Performance section).
+    /// The endpoint URIs (origin form), parsed once: parsing a URL per request was a sixth
+    /// of the proxy's instructions (see the README's Performance section).
     endpoints: Vec<hyper::Uri>,
     /// Ollama's own endpoints (`/api/chat` …), at the URL without its `/v1`; sent to only
     /// when the machine speaks Ollama's API.
@@ -250,12 +250,18 @@ impl Upstream {
     }
 }
 
-/// `base` + `path` as a URI for the hot path's client.
+/// `base` + `path` as the hot path's client sends it: in origin form (`/v1/chat/completions`),
+/// made once here rather than per request; the client dials the machine's own scheme and
+/// host and names it in `Host`.
 fn uri(base: &str, path: &str) -> Result<hyper::Uri, String> {
     let joined = format!("{base}{path}");
-    joined
+    let full: hyper::Uri = joined
         .parse()
-        .map_err(|e| format!("'{joined}' is not a URI: {e}"))
+        .map_err(|e| format!("'{joined}' is not a URI: {e}"))?;
+    Ok(full
+        .path_and_query()
+        .cloned()
+        .map_or_else(|| hyper::Uri::from_static("/"), hyper::Uri::from))
 }
 
 /// `base` + `path` as a URL.

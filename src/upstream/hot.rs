@@ -137,13 +137,12 @@ impl Hot {
         self.pools.get(pool).unwrap_or(&self.pools[0])
     }
 
-    /// Sends `req` (its URI absolute) on a connection of this thread's pool, or a new one.
+    /// Sends `req` (its URI in origin form) on a connection of this thread's pool, or a new
+    /// one.
     pub(super) async fn request(
         &self,
         mut req: hyper::Request<super::Payload>,
     ) -> Result<hyper::Response<Reply>, SendError> {
-        let origin = req.uri().path_and_query().cloned();
-        *req.uri_mut() = origin.map_or_else(|| hyper::Uri::from_static("/"), hyper::Uri::from);
         req.headers_mut().insert(HOST, self.host.clone());
         let pool = self.pool();
         loop {
