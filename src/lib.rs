@@ -65,7 +65,7 @@ pub mod history;
 mod host;
 mod http;
 pub mod machines;
-mod multipart;
+pub mod multipart;
 pub mod ollama;
 pub mod outcome;
 pub mod pick;

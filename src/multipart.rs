@@ -1,7 +1,9 @@
 //! multipart/form-data (RFC 7578) read from a body held whole: where each part is, and
 //! which one is `model` — so an upload can go to any machine of the chain with only its
 //! model rewritten (added when it had none), every other part byte for byte and in order,
-//! and nothing copied: the body is sent as slices around the new name.
+//! and nothing copied: the body is sent as slices around the new name. The delimiters are
+//! found as the body arrives ([`Scan`]), each frame searched while it is still in the
+//! cache, so the body is not read a second time from memory once held.
 
 use std::ops::Range;
 
@@ -39,20 +41,126 @@ pub struct Upload {
     pub parts: usize,
 }
 
+/// Where the delimiters (`--boundary`) of a body are, found frame by frame as it arrives:
+/// every occurrence, in order, overlapping ones included, wherever frames split them. Only
+/// the first [`FOUND_MAX`] are kept; past them the held body is searched instead.
+pub struct Scan {
+    boundary: String,
+    finder: memmem::Finder<'static>,
+    /// The start of every occurrence that starts before `covered`.
+    found: Vec<usize>,
+    covered: usize,
+    /// Bytes fed so far.
+    seen: usize,
+    /// The last bytes fed, fewer than the delimiter: where an occurrence may start that the
+    /// next frame completes.
+    carry: Vec<u8>,
+}
+
+/// The most delimiter positions a scan keeps (a body with more is searched once held):
+/// memory for a hostile body of delimiters stays a few KB, not a multiple of the body.
+const FOUND_MAX: usize = 1024;
+
+impl Scan {
+    /// A scan for the delimiters of the multipart/form-data `content_type` says.
+    pub fn new(content_type: &HeaderValue) -> Result<Scan, BadUpload> {
+        let boundary = boundary(content_type)?;
+        let finder = memmem::Finder::new(format!("--{boundary}").as_bytes()).into_owned();
+        Ok(Scan {
+            boundary,
+            finder,
+            found: Vec::new(),
+            covered: 0,
+            seen: 0,
+            carry: Vec::new(),
+        })
+    }
+
+    /// Takes the body's next bytes.
+    pub fn feed(&mut self, frame: &[u8]) {
+        if self.found.len() >= FOUND_MAX || self.covered + self.carry.len() != self.seen {
+            // Given up: `covered` stays where it is.
+            self.seen += frame.len();
+            return;
+        }
+        let keep = self.finder.needle().len() - 1;
+        // Occurrences that start in the carry and end in this frame: none lies wholly in
+        // the carry, and none found here can be found again (one that starts in the next
+        // carry is not whole yet).
+        let mut edge = std::mem::take(&mut self.carry);
+        let from_carry = edge.len();
+        edge.extend_from_slice(&frame[..frame.len().min(keep)]);
+        for at in all(&self.finder, &edge).take_while(|&at| at < from_carry) {
+            self.found.push(self.covered + at);
+        }
+        let seen = self.seen;
+        self.found
+            .extend(all(&self.finder, frame).map(|at| seen + at));
+        self.seen += frame.len();
+        self.carry = if frame.len() >= keep {
+            frame[frame.len() - keep..].to_vec()
+        } else {
+            edge.split_off(edge.len().saturating_sub(keep))
+        };
+        self.covered = self.seen - self.carry.len();
+    }
+}
+
+/// Every occurrence of `finder`'s needle in `hay`, overlapping ones included.
+fn all<'a>(finder: &'a memmem::Finder<'static>, hay: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let at = from + finder.find(hay.get(from..)?)?;
+        from = at + 1;
+        Some(at)
+    })
+}
+
 impl Upload {
     /// Reads `body` as the multipart/form-data `content_type` says.
     pub fn read(content_type: &HeaderValue, body: Bytes) -> Result<Upload, BadUpload> {
-        let boundary = boundary(content_type)?;
-        let delimiter = format!("--{boundary}");
-        let finder = memmem::Finder::new(delimiter.as_bytes());
-        let Some(mut at) = finder.find(&body) else {
+        Upload::scanned(content_type, body, Scan::new(content_type)?)
+    }
+
+    /// Reads `body` as the multipart/form-data `content_type` says, with the delimiters
+    /// `scan` found as it was fed exactly the body, frame by frame (a scan fed a different
+    /// number of bytes is not used).
+    pub fn scanned(
+        content_type: &HeaderValue,
+        body: Bytes,
+        scan: Scan,
+    ) -> Result<Upload, BadUpload> {
+        let Scan {
+            boundary,
+            finder,
+            found,
+            covered,
+            seen,
+            ..
+        } = scan;
+        let (found, covered) = match seen == body.len() {
+            true => (found, covered),
+            false => (Vec::new(), 0),
+        };
+        let delimiter_len = finder.needle().len();
+        let mut found = found.into_iter().peekable();
+        // The first delimiter at or after `from`: found by the scan, or searched for past
+        // what it covered.
+        let mut next_from = |from: usize| {
+            while found.next_if(|&at| at < from).is_some() {}
+            found.peek().copied().or_else(|| {
+                let from = from.max(covered);
+                finder.find(body.get(from..)?).map(|i| from + i)
+            })
+        };
+        let Some(mut at) = next_from(0) else {
             return bad(format!(
                 "no part: the boundary '{boundary}' is nowhere in the body"
             ));
         };
         let (mut model, mut parts) = (None, 0usize);
         loop {
-            let after = at + delimiter.len();
+            let after = at + delimiter_len;
             if body[after..].starts_with(b"--") {
                 return Ok(Upload {
                     body,
@@ -72,7 +180,7 @@ impl Upload {
                     parts + 1
                 ));
             };
-            let Some(next) = finder.find(&body[start..]).map(|i| start + i) else {
+            let Some(next) = next_from(start) else {
                 return bad(format!(
                     "part {} at byte {start}: no closing boundary '--{boundary}--'",
                     parts + 1

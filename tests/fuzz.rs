@@ -1,6 +1,6 @@
 //! Fuzzing on stable Rust: random and structure-aware inputs for the parsers that read
-//! what others wrote (registry.yaml, request bodies, SSE streams, Retry-After, traces, and
-//! Ollama's bodies and streams translated both ways).
+//! what others wrote (registry.yaml, request bodies, SSE streams, Retry-After, traces,
+//! Ollama's bodies and streams translated both ways, and uploads read as they come).
 //!
 //! `cargo test --test fuzz` runs a short, fixed-seed pass of every target (CI);
 //! `scripts/fuzz.sh SECONDS` runs each target that long in release mode. Environment:
@@ -13,6 +13,8 @@
 mod grammar;
 #[path = "fuzz/harness.rs"]
 mod harness;
+#[path = "fuzz/multipart.rs"]
+mod multipart;
 #[path = "fuzz/ollama.rs"]
 mod ollama;
 #[path = "fuzz/parsers.rs"]
@@ -60,4 +62,9 @@ fn fuzz_replay() {
 fn fuzz_ollama() {
     ollama::extremes();
     fuzz("ollama", 6_000, ollama::target);
+}
+
+#[test]
+fn fuzz_multipart() {
+    fuzz("multipart", 20_000, multipart::target);
 }

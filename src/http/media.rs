@@ -20,7 +20,7 @@ use super::error::{AppError, Code};
 use super::inference::{asked_route, read_body, wait_header};
 use crate::body::Unread;
 use crate::fleet::Fleet;
-use crate::multipart::Upload;
+use crate::multipart::{Scan, Upload};
 use crate::outcome::Wire;
 use crate::proxy::Front;
 use crate::registry::Api;
@@ -132,8 +132,14 @@ async fn upload(svc: &Service, endpoint: Endpoint, req: Request) -> Result<Respo
                 ),
             )
         })?;
-    let bytes = read_upload(server, &parts.headers, body).await?;
-    let upload = Upload::read(&content_type, bytes)?;
+    // The delimiters found as the body comes (a content type that is no multipart is
+    // refused once the body is read, as any other malformed upload).
+    let mut scan = Scan::new(&content_type).ok();
+    let bytes = read_upload(server, &parts.headers, body, scan.as_mut()).await?;
+    let upload = match scan {
+        Some(scan) => Upload::scanned(&content_type, bytes, scan)?,
+        None => Upload::read(&content_type, bytes)?,
+    };
     tracing::debug!(parts = upload.parts, model = ?upload.model(), "upload held");
     let wait = wait_header(&parts.headers)?;
     let decision = decide(&fleet, endpoint, &parts.headers, upload.model())?;
@@ -167,18 +173,25 @@ fn holding(resp: Response, permit: OwnedSemaphorePermit) -> Response {
 }
 
 /// An upload's body, read whole within `server.max_upload` (413 naming it), without a
-/// silence longer than `server.idle_timeout`, all of it within `server.body_timeout`.
+/// silence longer than `server.idle_timeout`, all of it within `server.body_timeout`; each
+/// frame fed to `scan` as it comes.
 async fn read_upload(
     server: &crate::registry::Server,
     headers: &HeaderMap,
     body: Body,
+    mut scan: Option<&mut Scan>,
 ) -> Result<bytes::Bytes, AppError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let frames = body.into_data_stream().inspect(move |frame| {
+        if let (Ok(frame), Some(scan)) = (frame, scan.as_mut()) {
+            scan.feed(frame);
+        }
+    });
     let read = crate::body::collect(
-        body.into_data_stream(),
+        frames,
         declared,
         server.max_upload,
         Some(server.idle_timeout),
