@@ -10,7 +10,8 @@
 //! - [`breaker`]: the pure per-machine breaker, `step(state, event, now)`.
 //! - [`clock`]: tokio's clock and checked arithmetic on it; wall times as RFC 3339.
 //! - [`machines`]: the live breakers, leases and counters around it.
-//! - `multipart`: uploads (multipart/form-data) read whole, their `model` rewritten.
+//! - [`multipart`]: uploads (multipart/form-data): their delimiters found as the body arrives,
+//!   then read whole, their `model` rewritten.
 //! - [`cluster`]: several routers, one view of the lab: breaker verdicts and one probe per
 //!   cooldown shared through Redis.
 //! - [`upstream`]: one attempt at one machine: timeouts, liveness check, classification.
