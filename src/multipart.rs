@@ -57,8 +57,9 @@ pub struct Scan {
     carry: Vec<u8>,
 }
 
-/// The most delimiter positions a scan keeps (a body with more is searched once held):
-/// memory for a hostile body of delimiters stays a few KB, not a multiple of the body.
+/// The most delimiter positions a scan keeps, give or take a delimiter's length (a body with
+/// more is searched past them once held): a hostile body of delimiters costs a few KB, not
+/// a multiple of its size.
 const FOUND_MAX: usize = 1024;
 
 impl Scan {
@@ -93,10 +94,18 @@ impl Scan {
         for at in all(&self.finder, &edge).take_while(|&at| at < from_carry) {
             self.found.push(self.covered + at);
         }
-        let seen = self.seen;
-        self.found
-            .extend(all(&self.finder, frame).map(|at| seen + at));
+        let (seen, before) = (self.seen, self.found.len());
+        let room = FOUND_MAX.saturating_sub(before);
+        let in_frame = all(&self.finder, frame).map(|at| seen + at);
+        self.found.extend(in_frame.take(room + 1));
         self.seen += frame.len();
+        if let Some(&past) = self.found.get(before + room) {
+            // One more than there is room for: the scan stops before it.
+            self.found.truncate(before + room);
+            self.covered = past;
+            self.carry.clear();
+            return;
+        }
         self.carry = if frame.len() >= keep {
             frame[frame.len() - keep..].to_vec()
         } else {
