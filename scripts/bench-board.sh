@@ -74,9 +74,9 @@ frontier() {
 }
 
 # Sets B_TTFC (TTFT lines: direct, nginx, labrouter) and B_FAN (the most streams per target).
-# nginx's time to first chunk is the yardstick beside direct: the sim's 20 ms timer fires on a
-# millisecond tick, so a request that reaches it later (through any proxy) may wait for the
-# next tick, and nginx shows what that costs a proxy that adds next to nothing.
+# nginx's time to first chunk is the yardstick beside direct: between streams each proxy sits
+# idle on cores the sims and the load generator share, so its first chunk comes through a cold
+# path (docs/perf/README.md, "the cold path"); nginx shows what that costs a small proxy.
 board_streams() {
   local direct=http://127.0.0.1:$P_DRIP64$CHAT body n line
   body='{"model":"stream64","stream":true,"messages":[{"role":"user","content":"hi"}]}'
