@@ -55,6 +55,8 @@ pub struct Scan {
     /// The last bytes fed, fewer than the delimiter: where an occurrence may start that the
     /// next frame completes.
     carry: Vec<u8>,
+    /// Past [`FOUND_MAX`]: nothing more is looked at (`covered` stays where it is).
+    full: bool,
 }
 
 /// The most delimiter positions a scan keeps, give or take a delimiter's length (a body with
@@ -74,13 +76,13 @@ impl Scan {
             covered: 0,
             seen: 0,
             carry: Vec::new(),
+            full: false,
         })
     }
 
     /// Takes the body's next bytes.
     pub fn feed(&mut self, frame: &[u8]) {
-        if self.found.len() >= FOUND_MAX || self.covered + self.carry.len() != self.seen {
-            // Given up: `covered` stays where it is.
+        if self.full {
             self.seen += frame.len();
             return;
         }
@@ -103,7 +105,7 @@ impl Scan {
             // One more than there is room for: the scan stops before it.
             self.found.truncate(before + room);
             self.covered = past;
-            self.carry.clear();
+            self.full = true;
             return;
         }
         self.carry = if frame.len() >= keep {
@@ -112,6 +114,44 @@ impl Scan {
             edge.split_off(edge.len().saturating_sub(keep))
         };
         self.covered = self.seen - self.carry.len();
+    }
+
+    /// The delimiters of `body`, which this scan was fed (one fed a different number of
+    /// bytes is not trusted: `body` is searched instead).
+    fn delimiters(self, body: &[u8]) -> Delimiters {
+        let (found, covered) = match self.seen == body.len() {
+            true => (self.found, self.covered),
+            false => (Vec::new(), 0),
+        };
+        Delimiters {
+            finder: self.finder,
+            found: found.into_iter().peekable(),
+            covered,
+        }
+    }
+}
+
+/// A scan's delimiters, looked up in order as the held body is read.
+struct Delimiters {
+    finder: memmem::Finder<'static>,
+    found: std::iter::Peekable<std::vec::IntoIter<usize>>,
+    /// Every delimiter that starts before this is in `found`.
+    covered: usize,
+}
+
+impl Delimiters {
+    /// The first delimiter of `body` at or after `from`: one the scan found, or one searched
+    /// for past what it covered.
+    fn from(&mut self, body: &[u8], from: usize) -> Option<usize> {
+        while self.found.next_if(|&at| at < from).is_some() {}
+        self.found.peek().copied().or_else(|| {
+            let from = from.max(self.covered);
+            self.finder.find(body.get(from..)?).map(|i| from + i)
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.finder.needle().len()
     }
 }
 
@@ -139,37 +179,16 @@ impl Upload {
         body: Bytes,
         scan: Scan,
     ) -> Result<Upload, BadUpload> {
-        let Scan {
-            boundary,
-            finder,
-            found,
-            covered,
-            seen,
-            ..
-        } = scan;
-        let (found, covered) = match seen == body.len() {
-            true => (found, covered),
-            false => (Vec::new(), 0),
-        };
-        let delimiter_len = finder.needle().len();
-        let mut found = found.into_iter().peekable();
-        // The first delimiter at or after `from`: found by the scan, or searched for past
-        // what it covered.
-        let mut next_from = |from: usize| {
-            while found.next_if(|&at| at < from).is_some() {}
-            found.peek().copied().or_else(|| {
-                let from = from.max(covered);
-                finder.find(body.get(from..)?).map(|i| from + i)
-            })
-        };
-        let Some(mut at) = next_from(0) else {
+        let boundary = scan.boundary.clone();
+        let mut delimiters = scan.delimiters(&body);
+        let Some(mut at) = delimiters.from(&body, 0) else {
             return bad(format!(
                 "no part: the boundary '{boundary}' is nowhere in the body"
             ));
         };
         let (mut model, mut parts) = (None, 0usize);
         loop {
-            let after = at + delimiter_len;
+            let after = at + delimiters.len();
             if body[after..].starts_with(b"--") {
                 return Ok(Upload {
                     body,
@@ -189,7 +208,7 @@ impl Upload {
                     parts + 1
                 ));
             };
-            let Some(next) = next_from(start) else {
+            let Some(next) = delimiters.from(&body, start) else {
                 return bad(format!(
                     "part {} at byte {start}: no closing boundary '--{boundary}--'",
                     parts + 1
