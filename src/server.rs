@@ -25,12 +25,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 use crate::clock::{from_now, Instant};
 use crate::service::Service;
 
+mod balance;
 mod quiet;
 mod workers;
 
@@ -54,44 +55,34 @@ pub async fn serve(
     let max_connections = svc.fleet().registry.server.max_connections;
     // Past the limit, connections wait in the kernel's accept queue, not in our memory.
     let permits = Arc::new(Semaphore::new(max_connections));
-    serve_with(listener, svc, shutdown, grace, permits).await
+    serve_with(listener, svc, shutdown, grace, permits, None).await
 }
 
-/// [`serve`] with the connection permits given: several accept loops share one bound.
+/// [`serve`] with the connection permits given: several accept loops share one bound, and
+/// with a `seat` they share their connections evenly ([`balance`]).
 async fn serve_with(
     listener: TcpListener,
     svc: Arc<Service>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
     permits: Arc<Semaphore>,
+    mut seat: Option<balance::Seat>,
 ) -> std::io::Result<()> {
     let app = crate::app(Arc::clone(&svc));
     let (stop, stopping) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            p = Arc::clone(&permits).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
+        let next = tokio::select! {
             () = &mut shutdown => break,
-        };
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors, say: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
+            handed = handed_over(&mut seat) => Next::Handed(handed),
+            accepted = accept(&listener, &permits) => match accepted {
+                Some(accepted) => accepted,
+                None => break,
             },
-            () = &mut shutdown => break,
         };
-        if let Err(e) = tcp.set_nodelay(true) {
-            // Without it, back-to-back streamed answers wait ~40 ms each for a delayed ACK.
-            tracing::debug!(error = %e, "TCP_NODELAY not set");
-        }
+        let Some((tcp, peer, permit, counted)) = arrived(next, seat.as_ref()) else {
+            continue;
+        };
         let server = &svc.fleet().registry.server;
         let limits = Limits {
             header_timeout: server.header_timeout,
@@ -104,10 +95,11 @@ async fn serve_with(
         };
         tokio::spawn(async move {
             connection(tcp, peer, app, limits, stopping).await;
-            drop(permit);
+            drop((permit, counted));
         });
     }
-    drop(listener);
+    // Connections handed here from now on stay with the thread that accepted them.
+    drop((listener, seat));
     let _ = stop.send(true);
     drop(stopping);
     let until = from_now(grace);
@@ -130,6 +122,70 @@ async fn serve_with(
         );
     }
     Ok(())
+}
+
+/// What the accept loop takes next.
+enum Next {
+    Accepted(TcpStream, SocketAddr, OwnedSemaphorePermit),
+    Handed(balance::Handed),
+    /// Accepting failed (and was waited out): nothing to serve.
+    Failed,
+}
+
+/// A connection to serve on this thread: its socket, peer, permit, and its count under a
+/// balance.
+type Arrived = (
+    TcpStream,
+    SocketAddr,
+    OwnedSemaphorePermit,
+    Option<balance::Counted>,
+);
+
+/// What of `next` this thread serves: under a balance, a connection it accepted may go to
+/// another thread instead.
+fn arrived(next: Next, seat: Option<&balance::Seat>) -> Option<Arrived> {
+    match (next, seat) {
+        (Next::Accepted(tcp, peer, permit), None) => Some((tcp, peer, permit, None)),
+        (Next::Accepted(tcp, peer, permit), Some(seat)) => seat
+            .keep_or_hand(tcp, peer, permit)
+            .map(|(tcp, permit, counted)| (tcp, peer, permit, Some(counted))),
+        (Next::Handed(handed), Some(seat)) => seat
+            .take(handed)
+            .map(|(tcp, peer, permit, counted)| (tcp, peer, permit, Some(counted))),
+        (Next::Handed(_), None) | (Next::Failed, _) => None,
+    }
+}
+
+/// The next connection from the socket, with its permit (`None`: the permits are closed).
+async fn accept(listener: &TcpListener, permits: &Arc<Semaphore>) -> Option<Next> {
+    let permit = Arc::clone(permits).acquire_owned().await.ok()?;
+    match listener.accept().await {
+        Ok((tcp, peer)) => {
+            if let Err(e) = tcp.set_nodelay(true) {
+                // Without it, back-to-back streamed answers wait ~40 ms each for a delayed ACK.
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+            Some(Next::Accepted(tcp, peer, permit))
+        }
+        Err(e) => {
+            // Out of file descriptors, say: back off instead of spinning.
+            tracing::warn!(error = %e, "accept failed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Some(Next::Failed)
+        }
+    }
+}
+
+/// The next connection another serving thread hands to this one (never, without a seat).
+async fn handed_over(seat: &mut Option<balance::Seat>) -> balance::Handed {
+    match seat {
+        Some(seat) => match seat.inbox.recv().await {
+            Some(handed) => handed,
+            // Every sender is in the balance this seat holds too: never closed while here.
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
 }
 
 /// What a connection's requests are served by: the router, and the service for the hot POSTs

@@ -5,8 +5,10 @@
 //! request and its upstream connection were often driven by different workers, and each
 //! request paid the wake-ups between them (issue 13's profile; the README's Performance
 //! section has the figures). Background work (health checks, the task scheduler, Redis,
-//! Telegram) stays on the caller's runtime. When a load ends, each thread closes the idle
-//! upstream connections it opened and gives its allocator's free pages back (`quiet.rs`).
+//! Telegram) stays on the caller's runtime. A thread that accepts a connection while it
+//! holds two more than another hands it over, so a client's burst of connections is shared
+//! evenly (`balance.rs`). When a load ends, each thread closes the idle upstream connections
+//! it opened and gives its allocator's free pages back (`quiet.rs`).
 //!
 //! One `server.max_connections` bound holds across the threads, and the shutdown drains
 //! every thread's requests in flight within the one `shutdown_grace`.
@@ -24,6 +26,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
+use super::balance::{Balance, Seat};
 use crate::service::Service;
 
 /// Serves on `workers` threads (at least one) until `shutdown` resolves, then lets each
@@ -42,12 +45,18 @@ pub async fn serve_on_workers(
     // Every thread stops when this says so, or when it is dropped (this future with it).
     let (stop, stopping) = watch::channel(false);
     let (finished, mut ended) = mpsc::unbounded_channel();
+    let (balance, inboxes) = Balance::new(workers);
     let mut started = 0;
     let mut failed: Option<std::io::Error> = None;
-    for i in 1..=workers {
+    for (i, inbox) in (1..=workers).zip(inboxes) {
         let spawned = socket.try_clone().and_then(|socket| {
             let ctx = Worker {
                 i,
+                seat: Seat {
+                    balance: Arc::clone(&balance),
+                    me: i - 1,
+                    inbox,
+                },
                 svc: Arc::clone(&svc),
                 permits: Arc::clone(&permits),
                 stopping: stopping.clone(),
@@ -101,6 +110,7 @@ pub async fn serve_on_workers(
 /// What one serving thread needs.
 struct Worker {
     i: usize,
+    seat: Seat,
     svc: Arc<Service>,
     permits: Arc<Semaphore>,
     stopping: watch::Receiver<bool>,
@@ -111,6 +121,7 @@ impl Worker {
     fn run(self, socket: std::net::TcpListener, mut done: Finished) {
         crate::upstream::use_worker_pool(self.i);
         let Worker {
+            seat,
             svc,
             permits,
             mut stopping,
@@ -127,7 +138,7 @@ impl Worker {
                     let shutdown = async move {
                         let _ = stopping.wait_for(|s| *s).await;
                     };
-                    super::serve_with(listener, svc, shutdown, grace, permits).await
+                    super::serve_with(listener, svc, shutdown, grace, permits, Some(seat)).await
                 })
                 // The runtime drops here: whatever outlived the grace is cut.
             });
