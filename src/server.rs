@@ -149,10 +149,10 @@ fn arrived(next: Next, seat: Option<&balance::Seat>) -> Option<Arrived> {
         (Next::Accepted(tcp, peer, permit), Some(seat)) => seat
             .keep_or_hand(tcp, peer, permit)
             .map(|(tcp, permit, counted)| (tcp, peer, permit, Some(counted))),
-        (Next::Handed(handed), Some(seat)) => seat
-            .take(handed)
+        (Next::Handed(handed), _) => handed
+            .arrive()
             .map(|(tcp, peer, permit, counted)| (tcp, peer, permit, Some(counted))),
-        (Next::Handed(_), None) | (Next::Failed, _) => None,
+        (Next::Failed, _) => None,
     }
 }
 

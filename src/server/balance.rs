@@ -21,11 +21,25 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 /// hands new ones over.
 const SLACK: usize = 1;
 
-/// A connection handed to another thread, with its place under `server.max_connections`.
+/// A connection handed to another thread, with its place under `server.max_connections`
+/// and its count there.
 pub(super) struct Handed {
-    pub(super) tcp: std::net::TcpStream,
-    pub(super) peer: SocketAddr,
-    pub(super) permit: OwnedSemaphorePermit,
+    tcp: std::net::TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    counted: Counted,
+}
+
+impl Handed {
+    /// The connection, on the thread it was handed to (counted there since it was handed).
+    pub(super) fn arrive(self) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit, Counted)> {
+        let tcp = TcpStream::from_std(self.tcp)
+            .map_err(
+                |e| tracing::debug!(error = %e, "a handed-over connection could not be registered"),
+            )
+            .ok()?;
+        Some((tcp, self.peer, self.permit, self.counted))
+    }
 }
 
 /// The open connections of every serving thread, and their inboxes.
@@ -93,10 +107,10 @@ impl Seat {
         permit: OwnedSemaphorePermit,
     ) -> Option<(TcpStream, OwnedSemaphorePermit, Counted)> {
         let to = self.balance.place(self.me);
-        if to == self.me {
-            return Some((tcp, permit, self.counted(to)));
-        }
         let counted = self.counted(to);
+        if to == self.me {
+            return Some((tcp, permit, counted));
+        }
         let tcp = match tcp.into_std() {
             Ok(tcp) => tcp,
             Err(e) => {
@@ -105,33 +119,21 @@ impl Seat {
                 return None;
             }
         };
-        match self.balance.inboxes[to].send(Handed { tcp, peer, permit }) {
-            Ok(()) => {
-                // Counted there from now on: its thread counts it as it takes it.
-                std::mem::forget(counted);
-                None
-            }
+        let handed = Handed {
+            tcp,
+            peer,
+            permit,
+            counted,
+        };
+        match self.balance.inboxes[to].send(handed) {
+            Ok(()) => None,
             Err(mpsc::error::SendError(back)) => {
-                drop(counted);
+                drop(back.counted);
                 let tcp = TcpStream::from_std(back.tcp).ok()?;
                 self.balance.open[self.me].fetch_add(1, Ordering::Relaxed);
                 Some((tcp, back.permit, self.counted(self.me)))
             }
         }
-    }
-
-    /// A connection another thread handed here, already counted here.
-    pub(super) fn take(
-        &self,
-        handed: Handed,
-    ) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit, Counted)> {
-        let counted = self.counted(self.me);
-        let tcp = TcpStream::from_std(handed.tcp)
-            .map_err(
-                |e| tracing::debug!(error = %e, "a handed-over connection could not be registered"),
-            )
-            .ok()?;
-        Some((tcp, handed.peer, handed.permit, counted))
     }
 
     fn counted(&self, at: usize) -> Counted {
@@ -200,7 +202,7 @@ mod tests {
         // The handed ones arrive whole in the other thread's inbox, in order, and talk.
         let mut taken = Vec::new();
         while let Ok(handed) = there.inbox.try_recv() {
-            taken.push(there.take(handed).expect("registered here"));
+            taken.push(handed.arrive().expect("registered here"));
         }
         assert_eq!(taken.len(), 4);
         assert_eq!(open(&balance), [5, 4], "taking one does not count it twice");
