@@ -319,24 +319,30 @@ curl -s -D - -o /dev/null --max-time 5 -H 'content-type: application/json' -d "$
 # ---------------------------------------------------------------- 1, 2: fixed concurrency
 ROUND_SECS=$(( SECS / ROUNDS > 0 ? SECS / ROUNDS : 1 ))
 # Targets take turns, ROUNDS times; prints one aggregated WRK line per target, in order.
-# The first target (direct) opens every round, and the others follow it in an order that
-# turns by one each round: whichever ran right after direct's ~100k req/s had a worse tail
-# than in its other rounds (labrouter, p99 at 32 connections: 2.9–4.5 ms after direct
-# against 1.7–2.2 ms after the lean anchor, in the same runs), so each takes that place in
-# turn instead of one target always.
+# The first target (direct) opens every round and the last (the router with its access log,
+# only reported beside) closes it; those between move one place each round, so with three
+# of them and three rounds each runs right after direct once. Whichever ran right after
+# direct's ~100k req/s had a worse tail than in its other rounds (labrouter, p99 at 32
+# connections: 2.9–4.5 ms after direct against 1.7–2.2 ms after the lean anchor, in the
+# same runs), and labrouter used to take that place in every round.
 wrk_rounds() {
-  local u r i first=$1
+  local u r i first=$1 last=""
   shift
-  local rest=("$@")
-  for u in "$first" "${rest[@]}"; do wrk_once "$u" "$WARMUP" >/dev/null; done
+  if [ $# -ge 2 ]; then
+    last=${!#}
+    set -- "${@:1:$(($# - 1))}"
+  fi
+  local mid=("$@") all=("$first" "$@" ${last:+"$last"})
+  for u in "${all[@]}"; do wrk_once "$u" "$WARMUP" >/dev/null; done
   for r in $(seq 0 $((ROUNDS - 1))); do
     echo "$first $(wrk_once "$first" "$ROUND_SECS")"
-    for i in "${!rest[@]}"; do
-      u=${rest[$(((i + r) % ${#rest[@]}))]}
+    for i in "${!mid[@]}"; do
+      u=${mid[$(((i + r) % ${#mid[@]}))]}
       echo "$u $(wrk_once "$u" "$ROUND_SECS")"
     done
+    if [ -n "$last" ]; then echo "$last $(wrk_once "$last" "$ROUND_SECS")"; fi
   done >"$TMP/wrk-rounds"
-  for u in "$first" "${rest[@]}"; do grep "^$u WRK " "$TMP/wrk-rounds" | cut -d' ' -f2- | wrk_agg; done
+  for u in "${all[@]}"; do grep "^$u WRK " "$TMP/wrk-rounds" | cut -d' ' -f2- | wrk_agg; done
 }
 log "1. fixed concurrency: $CONNS connections, $THREADS wrk threads, $ROUNDS rounds of ${ROUND_SECS}s per target"
 mapfile -t W < <(wrk_rounds "$DIRECT" "$ROUTER" "$NGINXU" "$LEANU" "$LOGGEDU")

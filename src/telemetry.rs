@@ -194,3 +194,23 @@ pub fn phase_value(p: Phase) -> f64 {
         Phase::ForcedOpen => 4.0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn memory_retired_through_the_epoch_is_freed_by_the_upkeep_without_other_pins() {
+        // What the exporter does with a drained block: retire it, then flush once.
+        let freed = Arc::new(AtomicBool::new(false));
+        let guard = crossbeam_epoch::pin();
+        let flag = Arc::clone(&freed);
+        guard.defer(move || flag.store(true, Ordering::SeqCst));
+        guard.flush();
+        drop(guard);
+        // Nothing else pins here: without the upkeep's rounds it would stay retired.
+        super::free_drained();
+        assert!(freed.load(Ordering::SeqCst), "freed by the upkeep's rounds");
+    }
+}

@@ -3,7 +3,8 @@
 //! The threads accept on one socket, and whichever is awake when connections arrive takes
 //! them: a client that opens 32 at once often left one thread with 27 and the other with 5
 //! (its CPU time 55 ms against 232 ms in a 3 s run), and that thread's queue made the load's
-//! tail — p99 2.4–2.6 ms in such runs against 1.5 ms when the split was even. So a thread
+//! tail: p99 2.4–2.6 ms in such runs, 1.5 ms in two of the three with an even split
+//! (`docs/perf/README.md`). So a thread
 //! that accepts a connection while it already holds two more than the least busy thread
 //! hands it over to that one (through its inbox, a channel the thread reads beside the
 //! socket); the rest stay where they were accepted. A connection is handed over at most once,
@@ -170,16 +171,11 @@ mod tests {
     #[tokio::test]
     async fn a_thread_that_accepts_every_connection_hands_about_half_over() {
         let (balance, mut inboxes) = Balance::new(2);
-        let other = inboxes.pop().unwrap();
+        let mut other = inboxes.pop().unwrap();
         let seat = Seat {
             balance: Arc::clone(&balance),
             me: 0,
             inbox: inboxes.pop().unwrap(),
-        };
-        let mut there = Seat {
-            balance: Arc::clone(&balance),
-            me: 1,
-            inbox: other,
         };
         let permits = Arc::new(Semaphore::new(100));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -201,7 +197,7 @@ mod tests {
         );
         // The handed ones arrive whole in the other thread's inbox, in order, and talk.
         let mut taken = Vec::new();
-        while let Ok(handed) = there.inbox.try_recv() {
+        while let Ok(handed) = other.try_recv() {
             taken.push(handed.arrive().expect("registered here"));
         }
         assert_eq!(taken.len(), 4);
