@@ -168,10 +168,17 @@ mod tests {
         (client.unwrap(), tcp, peer)
     }
 
-    #[tokio::test]
-    async fn a_thread_that_accepts_every_connection_hands_about_half_over() {
+    /// A balance of two threads: the first one's seat, the second one's inbox, 100
+    /// permits and a listener on loopback.
+    async fn two_threads() -> (
+        Arc<Balance>,
+        Seat,
+        mpsc::UnboundedReceiver<Handed>,
+        Arc<Semaphore>,
+        TcpListener,
+    ) {
         let (balance, mut inboxes) = Balance::new(2);
-        let mut other = inboxes.pop().unwrap();
+        let other = inboxes.pop().unwrap();
         let seat = Seat {
             balance: Arc::clone(&balance),
             me: 0,
@@ -179,6 +186,12 @@ mod tests {
         };
         let permits = Arc::new(Semaphore::new(100));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        (balance, seat, other, permits, listener)
+    }
+
+    #[tokio::test]
+    async fn a_thread_that_accepts_every_connection_hands_about_half_over() {
+        let (balance, seat, mut other, permits, listener) = two_threads().await;
         let (mut kept, mut clients) = (Vec::new(), Vec::new());
         for _ in 0..9 {
             let (client, tcp, peer) = pair(&listener).await;
@@ -222,15 +235,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_is_kept_when_the_less_busy_thread_has_stopped() {
-        let (balance, mut inboxes) = Balance::new(2);
-        drop(inboxes.pop());
-        let seat = Seat {
-            balance: Arc::clone(&balance),
-            me: 0,
-            inbox: inboxes.pop().unwrap(),
-        };
-        let permits = Arc::new(Semaphore::new(100));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (balance, seat, other, permits, listener) = two_threads().await;
+        drop(other);
         let mut kept = Vec::new();
         for _ in 0..4 {
             let (client, tcp, peer) = pair(&listener).await;
