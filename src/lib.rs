@@ -33,8 +33,9 @@
 //!   breakers, clients.
 //! - [`service`]: the current fleet behind an atomic swap; reloads.
 //! - [`http`]: handlers, the guard, one error type; [`app`] builds the router.
-//! - [`server`]: the accept loop, connection bounds and the graceful drain, and what a load
-//!   leaves given back when its serving thread falls quiet; [`serve`].
+//! - [`server`]: the accept loop, connection bounds and the graceful drain, connections
+//!   shared evenly between serving threads, and what a load leaves given back when its
+//!   serving thread falls quiet; [`serve`].
 //! - [`mod@run`]: the whole service on a listener the caller holds: metrics, health checks,
 //!   ledger prune, counter samples, Telegram, reload triggers, systemd, [`serve`], the store
 //!   flushed; [`run()`].

@@ -25,12 +25,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Semaphore};
 use tower::ServiceExt;
 
 use crate::clock::{from_now, Instant};
 use crate::service::Service;
 
+mod accept;
 mod balance;
 mod quiet;
 mod workers;
@@ -74,13 +75,13 @@ async fn serve_with(
     loop {
         let next = tokio::select! {
             () = &mut shutdown => break,
-            handed = handed_over(&mut seat) => Next::Handed(handed),
-            accepted = accept(&listener, &permits) => match accepted {
+            handed = accept::handed_over(&mut seat) => accept::Next::Handed(handed),
+            accepted = accept::accept(&listener, &permits) => match accepted {
                 Some(accepted) => accepted,
                 None => break,
             },
         };
-        let Some((tcp, peer, permit, counted)) = arrived(next, seat.as_ref()) else {
+        let Some((tcp, peer, permit, counted)) = accept::arrived(next, seat.as_ref()) else {
             continue;
         };
         let server = &svc.fleet().registry.server;
@@ -122,70 +123,6 @@ async fn serve_with(
         );
     }
     Ok(())
-}
-
-/// What the accept loop takes next.
-enum Next {
-    Accepted(TcpStream, SocketAddr, OwnedSemaphorePermit),
-    Handed(balance::Handed),
-    /// Accepting failed (and was waited out): nothing to serve.
-    Failed,
-}
-
-/// A connection to serve on this thread: its socket, peer, permit, and its count under a
-/// balance.
-type Arrived = (
-    TcpStream,
-    SocketAddr,
-    OwnedSemaphorePermit,
-    Option<balance::Counted>,
-);
-
-/// What of `next` this thread serves: under a balance, a connection it accepted may go to
-/// another thread instead.
-fn arrived(next: Next, seat: Option<&balance::Seat>) -> Option<Arrived> {
-    match (next, seat) {
-        (Next::Accepted(tcp, peer, permit), None) => Some((tcp, peer, permit, None)),
-        (Next::Accepted(tcp, peer, permit), Some(seat)) => seat
-            .keep_or_hand(tcp, peer, permit)
-            .map(|(tcp, permit, counted)| (tcp, peer, permit, Some(counted))),
-        (Next::Handed(handed), _) => handed
-            .arrive()
-            .map(|(tcp, peer, permit, counted)| (tcp, peer, permit, Some(counted))),
-        (Next::Failed, _) => None,
-    }
-}
-
-/// The next connection from the socket, with its permit (`None`: the permits are closed).
-async fn accept(listener: &TcpListener, permits: &Arc<Semaphore>) -> Option<Next> {
-    let permit = Arc::clone(permits).acquire_owned().await.ok()?;
-    match listener.accept().await {
-        Ok((tcp, peer)) => {
-            if let Err(e) = tcp.set_nodelay(true) {
-                // Without it, back-to-back streamed answers wait ~40 ms each for a delayed ACK.
-                tracing::debug!(error = %e, "TCP_NODELAY not set");
-            }
-            Some(Next::Accepted(tcp, peer, permit))
-        }
-        Err(e) => {
-            // Out of file descriptors, say: back off instead of spinning.
-            tracing::warn!(error = %e, "accept failed");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            Some(Next::Failed)
-        }
-    }
-}
-
-/// The next connection another serving thread hands to this one (never, without a seat).
-async fn handed_over(seat: &mut Option<balance::Seat>) -> balance::Handed {
-    match seat {
-        Some(seat) => match seat.inbox.recv().await {
-            Some(handed) => handed,
-            // Every sender is in the balance this seat holds too: never closed while here.
-            None => std::future::pending().await,
-        },
-        None => std::future::pending().await,
-    }
 }
 
 /// What a connection's requests are served by: the router, and the service for the hot POSTs

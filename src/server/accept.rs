@@ -1,0 +1,75 @@
+//! The accept loop's next connection: from the socket, or handed over by another serving
+//! thread ([`super::balance`]), and where it is served.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::balance;
+
+/// What the accept loop takes next.
+pub(super) enum Next {
+    Accepted(TcpStream, SocketAddr, OwnedSemaphorePermit),
+    Handed(balance::Handed),
+    /// Accepting failed (and was waited out): nothing to serve.
+    Failed,
+}
+
+/// A connection to serve on this thread: its socket, peer, permit, and its count under a
+/// balance.
+pub(super) type Arrived = (
+    TcpStream,
+    SocketAddr,
+    OwnedSemaphorePermit,
+    Option<balance::Counted>,
+);
+
+/// What of `next` this thread serves: under a balance, a connection it accepted may go to
+/// another thread instead.
+pub(super) fn arrived(next: Next, seat: Option<&balance::Seat>) -> Option<Arrived> {
+    match (next, seat) {
+        (Next::Accepted(tcp, peer, permit), None) => Some((tcp, peer, permit, None)),
+        (Next::Accepted(tcp, peer, permit), Some(seat)) => seat
+            .keep_or_hand(tcp, peer, permit)
+            .map(|(tcp, permit, counted)| (tcp, peer, permit, Some(counted))),
+        (Next::Handed(handed), _) => handed
+            .arrive()
+            .map(|(tcp, peer, permit, counted)| (tcp, peer, permit, Some(counted))),
+        (Next::Failed, _) => None,
+    }
+}
+
+/// The next connection from the socket, with its permit (`None`: the permits are closed).
+pub(super) async fn accept(listener: &TcpListener, permits: &Arc<Semaphore>) -> Option<Next> {
+    let permit = Arc::clone(permits).acquire_owned().await.ok()?;
+    match listener.accept().await {
+        Ok((tcp, peer)) => {
+            if let Err(e) = tcp.set_nodelay(true) {
+                // Without it, back-to-back streamed answers wait ~40 ms each for a delayed ACK.
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+            Some(Next::Accepted(tcp, peer, permit))
+        }
+        Err(e) => {
+            // Out of file descriptors, say: back off instead of spinning.
+            tracing::warn!(error = %e, "accept failed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Some(Next::Failed)
+        }
+    }
+}
+
+/// The next connection another serving thread hands to this one (never, without a seat).
+pub(super) async fn handed_over(seat: &mut Option<balance::Seat>) -> balance::Handed {
+    match seat {
+        Some(seat) => match seat.inbox.recv().await {
+            Some(handed) => handed,
+            // Every sender is in the balance this seat holds too: never closed while here.
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
