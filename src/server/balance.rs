@@ -1,9 +1,9 @@
 //! Connections spread evenly over the serving threads (`--workers`).
 //!
 //! The threads accept on one socket, and whichever is awake when connections arrive takes
-//! them: a client that opens 32 at once often left one thread with 27 and the other with 5
-//! (its CPU time 55 ms against 232 ms in a 3 s run), and that thread's queue made the load's
-//! tail: p99 2.4–2.6 ms in such runs, 1.5 ms in two of the three with an even split
+//! them: a client that opens 32 at once often left one thread with most of them (the
+//! threads' CPU time 55 ms against 232 ms in a 3 s run), and the busy thread's queue made the
+//! load's tail: p99 2.4–2.6 ms in such runs, 1.5 ms in two of the three with an even split
 //! (`docs/perf/README.md`). So a thread
 //! that accepts a connection while it already holds two more than the least busy thread
 //! hands it over to that one (through its inbox, a channel the thread reads beside the
