@@ -66,7 +66,7 @@ DRIP=${BENCH_DRIP:-10ms}
 BASE=${BENCH_PORT:-18100}
 P_FAST=$((BASE + 1)) P_DRIP=$((BASE + 2)) P_SLOW=$((BASE + 3)) P_HANG=$((BASE + 4))
 P_ROUTER=$((BASE + 10)) P_NGINX=$((BASE + 11)) P_ROUTER2=$((BASE + 12))
-P_HELD=$((BASE + 9)) P_TASKS=$((BASE + 13)) P_TASKS2=$((BASE + 14))
+P_HELD=$((BASE + 9)) P_TASKS=$((BASE + 13)) P_TASKS2=$((BASE + 14)) P_DIRECT=$((BASE + 18))
 ONLY=${BENCH_ONLY:-}
 WORKERS=${BENCH_WORKERS:-}
 case "$ONLY" in "" | tasks | media | tiers | board) ;; *) printf 'bench.sh: BENCH_ONLY=%s: expected tasks, media, tiers or board\n' "$ONLY" >&2; exit 2;; esac
@@ -129,7 +129,7 @@ mb() { awk -v v="$1" 'BEGIN { printf "%.1f", v / 1024 }'; }           # kB -> MB
 mb2() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1024 }'; }          # kB -> MB, 2 decimals
 
 for p in "$P_FAST" "$P_DRIP" "$P_SLOW" "$P_HANG" "$P_ROUTER" "$P_NGINX" "$P_ROUTER2" \
-  "$P_HELD" "$P_TASKS" "$P_TASKS2" "$P_DRIP64" "$P_LEAN" "$P_LOGGED"; do
+  "$P_HELD" "$P_TASKS" "$P_TASKS2" "$P_DRIP64" "$P_LEAN" "$P_LOGGED" "$P_DIRECT"; do
   port_free "$p" || die "127.0.0.1:$p is taken (set BENCH_PORT to another base)"
 done
 
@@ -276,6 +276,11 @@ fi
 log "starting sims, labrouter and nginx on 127.0.0.1:$BASE+"
 SIM=$BIN/examples/bench_sim
 start sim-fast "$P_FAST" "$SIM" --listen "127.0.0.1:$P_FAST" --name fast
+# "Direct" is a twin of the fast sim, not the one the proxies use: after direct's ~100k
+# req/s on the proxies' own sim, whichever proxy ran next had a worse tail (labrouter, p99
+# at 32 connections: 2.9–4.5 ms against 1.7–2.2 ms for the lean anchor after it); with
+# direct's load on a twin, labrouter right after it had 1.2–1.8 ms and lean 1.7–1.9.
+start sim-direct "$P_DIRECT" "$SIM" --listen "127.0.0.1:$P_DIRECT" --name fast
 start sim-drip "$P_DRIP" "$SIM" --listen "127.0.0.1:$P_DRIP" --name drip \
   --fault "drip:$DRIP" --chunks "$CHUNKS"
 start sim-slow "$P_SLOW" "$SIM" --listen "127.0.0.1:$P_SLOW" --name slow \
@@ -304,7 +309,7 @@ start nginx "$P_NGINX" "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
 NGINX_PID=$LAST_PID
 board_start
 
-DIRECT=http://127.0.0.1:$P_FAST$CHAT
+DIRECT=http://127.0.0.1:$P_DIRECT$CHAT
 ROUTER=http://127.0.0.1:$P_ROUTER$CHAT
 NGINXU=http://127.0.0.1:$P_NGINX$CHAT
 
@@ -321,10 +326,8 @@ ROUND_SECS=$(( SECS / ROUNDS > 0 ? SECS / ROUNDS : 1 ))
 # Targets take turns, ROUNDS times; prints one aggregated WRK line per target, in order.
 # The first target (direct) opens every round and the last (the router with its access log,
 # only reported beside) closes it; those between move one place each round, so with three
-# of them and three rounds each runs right after direct once. Whichever ran right after
-# direct's ~100k req/s had a worse tail than in its other rounds (labrouter, p99 at 32
-# connections: 2.9–4.5 ms after direct against 1.7–2.2 ms after the lean anchor, in the
-# same runs), and labrouter used to take that place in every round.
+# of them and three rounds each runs right after direct once, and after each other proxy
+# in turn. labrouter used to run right after direct in every round (see sim-direct below).
 wrk_rounds() {
   local u r i first=$1 last=""
   shift
