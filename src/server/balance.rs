@@ -63,7 +63,7 @@ impl Balance {
     }
 
     /// Where a connection accepted by thread `me` is served: `me`, unless it holds more than
-    /// [`SLACK`] connections over the least busy thread. The connection is counted there.
+    /// [`SLACK`] connections over the least busy thread.
     fn place(&self, me: usize) -> usize {
         let mine = self.open[me].load(Ordering::Relaxed);
         let (least, fewest) = self
@@ -73,9 +73,20 @@ impl Balance {
             .enumerate()
             .min_by_key(|&(_, n)| n)
             .unwrap_or((me, mine));
-        let to = if mine > fewest + SLACK { least } else { me };
-        self.open[to].fetch_add(1, Ordering::Relaxed);
-        to
+        if mine > fewest + SLACK {
+            least
+        } else {
+            me
+        }
+    }
+
+    /// Counts a connection against thread `at` until the guard is dropped.
+    fn count(self: &Arc<Self>, at: usize) -> Counted {
+        self.open[at].fetch_add(1, Ordering::Relaxed);
+        Counted {
+            balance: Arc::clone(self),
+            at,
+        }
     }
 }
 
@@ -108,7 +119,7 @@ impl Seat {
         permit: OwnedSemaphorePermit,
     ) -> Option<(TcpStream, OwnedSemaphorePermit, Counted)> {
         let to = self.balance.place(self.me);
-        let counted = self.counted(to);
+        let counted = self.balance.count(to);
         if to == self.me {
             return Some((tcp, permit, counted));
         }
@@ -131,16 +142,8 @@ impl Seat {
             Err(mpsc::error::SendError(back)) => {
                 drop(back.counted);
                 let tcp = TcpStream::from_std(back.tcp).ok()?;
-                self.balance.open[self.me].fetch_add(1, Ordering::Relaxed);
-                Some((tcp, back.permit, self.counted(self.me)))
+                Some((tcp, back.permit, self.balance.count(self.me)))
             }
-        }
-    }
-
-    fn counted(&self, at: usize) -> Counted {
-        Counted {
-            balance: Arc::clone(&self.balance),
-            at,
         }
     }
 }
