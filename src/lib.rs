@@ -36,6 +36,8 @@
 //! - [`server`]: the accept loop, connection bounds and the graceful drain, connections
 //!   shared evenly between serving threads, and what a load leaves given back when its
 //!   serving thread falls quiet; [`serve`].
+//! - [`heap`]: the binary's allocator: mimalloc, with a heap of its own for each serving
+//!   thread's connections and requests, so a burst's pages go back when it is over.
 //! - [`mod@run`]: the whole service on a listener the caller holds: metrics, health checks,
 //!   ledger prune, counter samples, Telegram, reload triggers, systemd, [`serve`], the store
 //!   flushed; [`run()`].
@@ -63,6 +65,7 @@ pub mod demo;
 pub mod discover;
 mod fleet;
 mod health;
+pub mod heap;
 pub mod history;
 mod host;
 mod http;

@@ -8,9 +8,10 @@ use labrouter::cli::{Cli, Command, LogFormat};
 /// mimalloc: the proxy allocates and frees small buffers per request (headers, bodies,
 /// futures); glibc's malloc spent ~15% of a proxied request's CPU, and mimalloc saves ~17%
 /// of it (README, Performance). Built without transparent huge pages (`no_thp`), which
-/// would nearly double the idle RSS.
+/// would nearly double the idle RSS. Serving threads allocate from heaps of their own
+/// (`labrouter::heap`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: labrouter::heap::Alloc = labrouter::heap::Alloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -56,11 +56,12 @@ pub async fn serve(
     let max_connections = svc.fleet().registry.server.max_connections;
     // Past the limit, connections wait in the kernel's accept queue, not in our memory.
     let permits = Arc::new(Semaphore::new(max_connections));
-    serve_with(listener, svc, shutdown, grace, permits, None).await
+    serve_with(listener, svc, shutdown, grace, permits, None, || {}).await
 }
 
 /// [`serve`] with the connection permits given: several accept loops share one bound, and
-/// with a `seat` they share their connections evenly ([`balance`]).
+/// with a `seat` they share their connections evenly ([`balance`]). `ready` runs once what
+/// the loop keeps for its life is made, before the first connection is taken.
 async fn serve_with(
     listener: TcpListener,
     svc: Arc<Service>,
@@ -68,9 +69,11 @@ async fn serve_with(
     grace: Duration,
     permits: Arc<Semaphore>,
     mut seat: Option<balance::Seat>,
+    ready: impl FnOnce(),
 ) -> std::io::Result<()> {
     let app = crate::app(Arc::clone(&svc));
     let (stop, stopping) = watch::channel(false);
+    ready();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let next = tokio::select! {

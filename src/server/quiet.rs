@@ -3,7 +3,7 @@
 //! After a burst (the board's 256 connections), a serving thread kept ~30 MB above its idle
 //! RSS for as long as the quiet lasted: the hundreds of upstream connections the burst
 //! opened, idle in the pool for its 90 s with their buffers, and the pages the allocator
-//! (mimalloc, `src/main.rs`) holds free, which it hands back only from inside a later
+//! (`crate::heap`) holds free, which it hands back only from inside a later
 //! allocation on the same thread, which an idle thread never makes. This task reads its
 //! thread's busy time twice a second; on the first quiet tick after a loaded one it closes
 //! the thread's idle upstream connections, and on that tick and the few after it (the
@@ -51,9 +51,7 @@ pub(super) async fn give_back_when_quiet(svc: Arc<Service>) {
                 }
             }
             quiet_ticks += 1;
-            // SAFETY: mi_collect has no preconditions; it returns to the system what this
-            // thread's heap holds free.
-            unsafe { libmimalloc_sys::mi_collect(true) };
+            crate::heap::give_back();
         }
     }
 }

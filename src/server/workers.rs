@@ -138,11 +138,26 @@ impl Worker {
                     let shutdown = async move {
                         let _ = stopping.wait_for(|s| *s).await;
                     };
-                    super::serve_with(listener, svc, shutdown, grace, permits, Some(seat)).await
+                    let ready = own_heap_from_here(Arc::clone(&svc));
+                    super::serve_with(listener, svc, shutdown, grace, permits, Some(seat), ready)
+                        .await
                 })
                 // The runtime drops here: whatever outlived the grace is cut.
             });
         done.result = Some(served);
+    }
+}
+
+/// What the serving thread made to serve (its runtime, router, listener and tasks, and
+/// what its first request would make for the thread's life: its epoch handle for the
+/// metrics, its slot for reading the fleet) stays in the default heap; its connections and
+/// requests allocate from a heap of their own (`crate::heap`), whose pages a burst then
+/// fills with its own blocks alone.
+fn own_heap_from_here(svc: Arc<Service>) -> impl FnOnce() {
+    move || {
+        drop(crossbeam_epoch::pin());
+        drop(svc.fleet());
+        crate::heap::own_heap();
     }
 }
 

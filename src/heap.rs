@@ -1,0 +1,142 @@
+//! The allocator: mimalloc, with a heap of its own for each serving thread's requests.
+//!
+//! Why a heap of their own: after a burst, the pages that bore it are given back only when
+//! every block in them is free (mimalloc v3 returns whole pages, never the free part of a
+//! page in use). In one heap, the blocks a serving thread keeps for its life (its runtime's
+//! event buffer, its router, its tasks, its handle on the metrics' epoch) sit in the same
+//! pages as the requests' blocks: a burst filled the rest of those pages, and one 12 KiB
+//! event buffer kept a 512 KiB page of freed connection buffers resident for as long as the
+//! router idled (docs/perf/README.md, "What a burst leaves in the heap"). A serving thread
+//! makes what it keeps first, in the default heap, and then allocates its connections and
+//! requests from a heap of their own ([`own_heap`]): the pages a burst filled hold only its
+//! blocks and go back when it is over.
+//!
+//! A thread that never calls [`own_heap`] allocates from mimalloc's default heap, as the
+//! stock allocator does. Blocks are freed from any thread, whichever heap they came from.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::ptr;
+
+use libmimalloc_sys as mi;
+
+/// The global allocator of the `labrouter` binary (`src/main.rs`).
+pub struct Alloc;
+
+thread_local! {
+    /// This thread's own heap; null: mimalloc's default.
+    static HEAP: Cell<*mut mi::mi_heap_t> = const { Cell::new(ptr::null_mut()) };
+}
+
+fn own() -> *mut mi::mi_heap_t {
+    HEAP.with(Cell::get)
+}
+
+// SAFETY: every path hands the layout's size and alignment to mimalloc's aligned calls,
+// which return null or a block of that size and alignment, and frees with `mi_free`, which
+// takes a block of any heap from any thread.
+unsafe impl GlobalAlloc for Alloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let heap = own();
+        let block = if heap.is_null() {
+            mi::mi_malloc_aligned(layout.size(), layout.align())
+        } else {
+            mi::mi_heap_malloc_aligned(heap, layout.size(), layout.align())
+        };
+        block.cast()
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let heap = own();
+        let block = if heap.is_null() {
+            mi::mi_zalloc_aligned(layout.size(), layout.align())
+        } else {
+            mi::mi_heap_zalloc_aligned(heap, layout.size(), layout.align())
+        };
+        block.cast()
+    }
+
+    unsafe fn dealloc(&self, block: *mut u8, _: Layout) {
+        mi::mi_free(block.cast::<c_void>());
+    }
+
+    unsafe fn realloc(&self, block: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+        let heap = own();
+        let moved = if heap.is_null() {
+            mi::mi_realloc_aligned(block.cast(), size, layout.align())
+        } else {
+            mi::mi_heap_realloc_aligned(heap, block.cast(), size, layout.align())
+        };
+        moved.cast()
+    }
+}
+
+/// From now on, this thread allocates from a heap of its own (a serving thread, once its
+/// runtime is built). Where mimalloc cannot make one, it keeps the default.
+pub fn own_heap() {
+    // SAFETY: no preconditions; null when no heap could be made.
+    let heap = unsafe { mi::mi_heap_new() };
+    if !heap.is_null() {
+        HEAP.with(|h| h.set(heap));
+    }
+}
+
+/// Gives back to the system the pages this thread holds free, in its own heap and in the
+/// default one.
+pub fn give_back() {
+    let heap = own();
+    // SAFETY: `heap` is this thread's live heap (heaps are never deleted); both calls only
+    // free pages that hold no block.
+    unsafe {
+        if !heap.is_null() {
+            mi::mi_heap_collect(heap, true);
+        }
+        mi::mi_collect(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" {
+        /// The heap a block belongs to (mimalloc v3; not in `libmimalloc-sys`'s list).
+        fn mi_heap_of(block: *const c_void) -> *mut mi::mi_heap_t;
+    }
+
+    #[test]
+    fn a_thread_with_its_own_heap_allocates_there_and_frees_anywhere() {
+        let (block, layout) = std::thread::spawn(|| {
+            own_heap();
+            let layout = Layout::from_size_align(12 * 1024, 64).unwrap();
+            // SAFETY: a layout of non-zero size; the block is freed below.
+            let block = unsafe { Alloc.alloc(layout) };
+            assert!(!block.is_null());
+            assert_eq!(block as usize % 64, 0);
+            // SAFETY: a live block.
+            assert_eq!(unsafe { mi_heap_of(block.cast()) }, own());
+            // SAFETY: the block is live, of `layout`; grown in place or moved, still aligned.
+            let grown = unsafe { Alloc.realloc(block, layout, 40 * 1024) };
+            assert_eq!(grown as usize % 64, 0);
+            give_back();
+            (
+                grown as usize,
+                Layout::from_size_align(40 * 1024, 64).unwrap(),
+            )
+        })
+        .join()
+        .unwrap();
+        // SAFETY: the live block of that layout, freed once, on another thread.
+        unsafe { Alloc.dealloc(block as *mut u8, layout) };
+        // SAFETY: a zeroed block of a valid layout, freed at once.
+        unsafe {
+            let layout = Layout::from_size_align(100, 8).unwrap();
+            let zeroed = Alloc.alloc_zeroed(layout);
+            assert!(std::slice::from_raw_parts(zeroed, 100)
+                .iter()
+                .all(|&b| b == 0));
+            Alloc.dealloc(zeroed, layout);
+        }
+    }
+}
