@@ -32,7 +32,8 @@ pub struct Fleet {
     /// checked.
     pub redis: Option<crate::cluster::Endpoint>,
     /// `labrouter_request_duration_seconds` per route label (every route's and model's
-    /// name), resolved at first use: after the recorder is in, and never per request.
+    /// name), resolved at first use or as a serving thread starts ([`Fleet::resolve_meters`]):
+    /// after the recorder is in, and never per request.
     durations: std::sync::OnceLock<std::collections::HashMap<String, metrics::Histogram>>,
     overhead: std::sync::OnceLock<metrics::Histogram>,
 }
@@ -174,7 +175,15 @@ impl Fleet {
 
     /// Records how long a request served under `label` (a route's or a model's name) took.
     pub fn record_duration(&self, label: &str, seconds: f64) {
-        let all = self.durations.get_or_init(|| {
+        match self.durations().get(label) {
+            Some(h) => h.record(seconds),
+            None => metrics::histogram!("labrouter_request_duration_seconds", "route" => label.to_string())
+                .record(seconds),
+        }
+    }
+
+    fn durations(&self) -> &std::collections::HashMap<String, metrics::Histogram> {
+        self.durations.get_or_init(|| {
             let names = self.registry.routes.iter().map(|r| r.name.as_str());
             let models = self.registry.models.iter().map(|m| m.name.as_str());
             names
@@ -184,20 +193,30 @@ impl Fleet {
                     (n.to_string(), h)
                 })
                 .collect()
-        });
-        match all.get(label) {
-            Some(h) => h.record(seconds),
-            None => metrics::histogram!("labrouter_request_duration_seconds", "route" => label.to_string())
-                .record(seconds),
-        }
+        })
     }
 
     /// Records labrouter's own time in a request: its whole time to the response head less
     /// the time it waited on machines.
     pub fn record_overhead(&self, seconds: f64) {
+        self.overhead().record(seconds);
+    }
+
+    fn overhead(&self) -> &metrics::Histogram {
         self.overhead
             .get_or_init(|| metrics::histogram!(crate::telemetry::OVERHEAD))
-            .record(seconds);
+    }
+
+    /// Resolves the metric handles the request path would resolve at first use (the
+    /// recorder must be in): a serving thread does it before its requests have a heap of
+    /// their own, so that these handles, kept for the fleet's life, sit in no page a burst
+    /// fills (`crate::heap`).
+    pub fn resolve_meters(&self) {
+        self.durations();
+        self.overhead();
+        for upstream in self.upstreams.iter() {
+            upstream.meters();
+        }
     }
 
     /// Sets every breaker's state gauge: breakers built before the recorder was installed

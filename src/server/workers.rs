@@ -150,13 +150,13 @@ impl Worker {
 
 /// What the serving thread made to serve (its runtime, router, listener and tasks, and
 /// what its first request would make for the thread's life: its epoch handle for the
-/// metrics, its slot for reading the fleet) stays in the default heap; its connections and
-/// requests allocate from a heap of their own (`crate::heap`), whose pages a burst then
-/// fills with its own blocks alone.
+/// metrics, its slot for reading the fleet, the fleet's metric handles) stays in the
+/// default heap; its connections and requests allocate from a heap of their own
+/// (`crate::heap`), whose pages a burst then fills with its own blocks alone.
 fn own_heap_from_here(svc: Arc<Service>) -> impl FnOnce() {
     move || {
         drop(crossbeam_epoch::pin());
-        drop(svc.fleet());
+        svc.fleet().resolve_meters();
         crate::heap::own_heap();
     }
 }
