@@ -151,7 +151,14 @@ async fn an_upload_reaches_each_machine_with_its_model_and_identical_bytes_chunk
             resp.headers()["x-labrouter-target"],
             "whisper-cpu@ubuntu-box"
         );
-        let v: Value = resp.json().await.unwrap();
+        let length = resp.headers().get("content-length").cloned();
+        let answer = resp.bytes().await.unwrap();
+        assert_eq!(
+            length.map(|v| v.to_str().unwrap().parse::<usize>().unwrap()),
+            Some(answer.len()),
+            "the answer's length is relayed, not chunked"
+        );
+        let v: Value = serde_json::from_slice(&answer).unwrap();
         assert_eq!(v["text"], "heard by ubuntu-box");
         let expect = |backend: &str| {
             multipart(&[
