@@ -3,6 +3,8 @@
 //! length over it, or as soon as its bytes pass it, so it is never held whole; optionally
 //! no silence longer than `idle` between frames. A body of one frame is kept as it came;
 //! only a second frame copies, a large body into memory of its own (`mapped`).
+//! [`Holding`]: a response body that holds a guard (a request in flight, an upload's slot)
+//! until it is done, its length kept.
 
 use std::task::Poll;
 use std::time::Duration;
@@ -11,8 +13,10 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
 
+mod holding;
 mod mapped;
 
+pub use holding::Holding;
 use mapped::{Mapped, MAPPED_MIN};
 
 /// Why a body could not be read whole.

@@ -4,7 +4,8 @@
 //! - [`registry`]: registry.yaml parsed and validated into a [`registry::Registry`].
 //! - [`route`]: pure keyword routing from a request to a route and its chain.
 //! - [`request`]: reading a request body once; rewriting its `model` for a target.
-//! - [`body`]: whole bodies read within bounds (size, silence), both sides of the proxy.
+//! - [`body`]: whole bodies read within bounds (size, silence), both sides of the proxy;
+//!   response bodies that hold a guard until they are done.
 //! - [`outcome`]: the words for what happened: reasons, phases, attempts, typed ids, and
 //!   OpenAI's error envelope.
 //! - [`breaker`]: the pure per-machine breaker, `step(state, event, now)`.

@@ -20,7 +20,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::Router;
-use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -28,6 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tower::ServiceExt;
 
+use crate::body::Holding;
 use crate::clock::{from_now, Instant};
 use crate::service::Service;
 
@@ -161,10 +162,8 @@ async fn connection(
                 Some(endpoint) => crate::http::hot(app.svc, endpoint, req.map(Body::new)).await,
                 None => app.router.oneshot(req).await?,
             };
-            Ok::<_, std::convert::Infallible>(resp.map(|body| Tracked {
-                body,
-                _guard: guard,
-            }))
+            // The request counts as in flight until its response body is done.
+            Ok::<_, std::convert::Infallible>(resp.map(|body| Holding::new(body, guard)))
         }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -302,32 +301,6 @@ impl Drop for InFlight {
         let a = &self.0;
         a.since.store(a.stamp(true), Ordering::Release);
         a.inflight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// A response body that keeps its request counted as in flight until it is done.
-struct Tracked {
-    body: Body,
-    _guard: InFlight,
-}
-
-impl hyper::body::Body for Tracked {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }
 

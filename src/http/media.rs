@@ -164,39 +164,7 @@ async fn slot(slots: &Arc<Semaphore>, wait: Duration) -> Result<OwnedSemaphorePe
 
 /// The response, its body holding the upload's slot until the client has it all.
 fn holding(resp: Response, permit: OwnedSemaphorePermit) -> Response {
-    resp.map(|body| {
-        Body::new(Holding {
-            body,
-            _permit: permit,
-        })
-    })
-}
-
-/// A body that holds its upload's slot until it is dropped, and keeps the answer's length:
-/// an answer of known size goes to the client with its Content-Length, not chunked.
-struct Holding {
-    body: Body,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl hyper::body::Body for Holding {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
+    resp.map(|body| Body::new(crate::body::Holding::new(body, permit)))
 }
 
 /// An upload's body, read whole within `server.max_upload` (413 naming it), without a
