@@ -72,8 +72,8 @@ unsafe impl GlobalAlloc for Alloc {
     }
 }
 
-/// From now on, this thread allocates from a heap of its own (a serving thread, once its
-/// runtime is built). Where mimalloc cannot make one, it keeps the default.
+/// From now on, this thread allocates from a heap of its own (a serving thread, once it has
+/// made what it keeps for its life). Where mimalloc cannot make one, it keeps the default.
 pub fn own_heap() {
     // SAFETY: no preconditions; null when no heap could be made.
     let heap = unsafe { mi::mi_heap_new() };
