@@ -19,6 +19,7 @@ mod process;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -84,8 +85,11 @@ impl Wire {
 
 /// A relay on 127.0.0.1:0 to `sim`. It connects to the machine before reading a byte: when
 /// the machine refuses, the router's connection is closed unread (a reset to the router)
-/// and nothing counts as having reached the machine.
-async fn relay(sim: &Sim, wire: Arc<Wire>) -> SocketAddr {
+/// and nothing counts as having reached the machine. While `open` is false it refuses for
+/// the machine, closing each connection as it comes: its port stays bound, where a sim told
+/// to refuse closes its own, and a listener of another process (a second test run at the
+/// same time) could take that port and get the router's requests.
+async fn relay(sim: &Sim, wire: Arc<Wire>, open: Arc<AtomicBool>) -> SocketAddr {
     let to: SocketAddr = sim
         .base_url()
         .trim_start_matches("http://")
@@ -96,7 +100,9 @@ async fn relay(sim: &Sim, wire: Arc<Wire>) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
-            tokio::spawn(pipe(client, to, Arc::clone(&wire)));
+            if open.load(Ordering::SeqCst) {
+                tokio::spawn(pipe(client, to, Arc::clone(&wire)));
+            }
         }
     });
     addr
@@ -210,12 +216,13 @@ async fn a_killed_router_loses_no_acknowledged_task_and_runs_each_at_most_twice(
         Sim::start("down-box").await.unwrap(),
     );
     let wire = Arc::new(Wire::default());
+    let open = || Arc::new(AtomicBool::new(true));
+    let down_open = Arc::new(AtomicBool::new(false));
     let (fast_at, slow_at, down_at) = (
-        relay(&fast, Arc::clone(&wire)).await,
-        relay(&slow, Arc::clone(&wire)).await,
-        relay(&down, Arc::clone(&wire)).await,
+        relay(&fast, Arc::clone(&wire), open()).await,
+        relay(&slow, Arc::clone(&wire), open()).await,
+        relay(&down, Arc::clone(&wire), Arc::clone(&down_open)).await,
     );
-    down.set(Fault::Refuse);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("registry.yaml");
     let yaml = registry(fast_at, slow_at, down_at, &dir.path().join("state"));
@@ -326,7 +333,7 @@ async fn a_killed_router_loses_no_acknowledged_task_and_runs_each_at_most_twice(
 
     // Back up, on the same state directory, with every machine healthy.
     slow.set(Fault::Ok);
-    down.set(Fault::Ok);
+    down_open.store(true, Ordering::SeqCst);
     let router = Router::start(&config).await;
     let base = router.base.clone();
     for (n, (id, kind)) in &acked {
