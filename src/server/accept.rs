@@ -65,11 +65,7 @@ pub(super) async fn accept(listener: &TcpListener, permits: &Arc<Semaphore>) -> 
 /// The next connection another serving thread hands to this one (never, without a seat).
 pub(super) async fn handed_over(seat: &mut Option<balance::Seat>) -> balance::Handed {
     match seat {
-        Some(seat) => match seat.inbox.recv().await {
-            Some(handed) => handed,
-            // Every sender is in the balance this seat holds too: never closed while here.
-            None => std::future::pending().await,
-        },
+        Some(seat) => seat.inbox.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -10,17 +10,27 @@
 //! socket); the rest stay where they were accepted. A connection is handed over at most once,
 //! when it opens: its requests pay nothing, and a client that opens one connection at a time
 //! is never handed over at all.
+//!
+//! An inbox has its room made with the balance, before the threads start: a channel would
+//! grow a block in the handing thread's heap in a burst and keep it for good, and that block
+//! kept a page of the burst's freed connections resident (`crate::heap`). A thread whose
+//! inbox is full keeps the connection.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{Notify, OwnedSemaphorePermit};
 
 /// A thread may hold this many more open connections than the least busy one before it
 /// hands new ones over.
 const SLACK: usize = 1;
+
+/// The connections an inbox holds before its thread takes them (a burst of 256 hands over
+/// about half of them while the other thread is busy).
+const INBOX: usize = 256;
 
 /// A connection handed to another thread, with its place under `server.max_connections`
 /// and its count there.
@@ -46,20 +56,27 @@ impl Handed {
 /// The open connections of every serving thread, and their inboxes.
 pub(super) struct Balance {
     open: Box<[AtomicUsize]>,
-    inboxes: Box<[mpsc::UnboundedSender<Handed>]>,
+    inboxes: Box<[Arc<Inbox>]>,
 }
 
 impl Balance {
     /// A balance over `threads` threads, with the inbox each thread reads (by index).
-    pub(super) fn new(threads: usize) -> (Arc<Balance>, Vec<mpsc::UnboundedReceiver<Handed>>) {
-        let (inboxes, receivers) = (0..threads)
-            .map(|_| mpsc::unbounded_channel())
-            .unzip::<_, _, Vec<_>, Vec<_>>();
+    pub(super) fn new(threads: usize) -> (Arc<Balance>, Vec<Reader>) {
+        Balance::with_room(threads, INBOX)
+    }
+
+    /// [`Balance::new`] with inboxes of `room` connections.
+    fn with_room(threads: usize, room: usize) -> (Arc<Balance>, Vec<Reader>) {
+        let inboxes: Box<[Arc<Inbox>]> = (0..threads).map(|_| Arc::new(Inbox::new(room))).collect();
+        let readers = inboxes
+            .iter()
+            .map(|inbox| Reader(Arc::clone(inbox)))
+            .collect();
         let balance = Balance {
             open: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
-            inboxes: inboxes.into_boxed_slice(),
+            inboxes,
         };
-        (Arc::new(balance), receivers)
+        (Arc::new(balance), readers)
     }
 
     /// Where a connection accepted by thread `me` is served: `me`, unless it holds more than
@@ -90,11 +107,81 @@ impl Balance {
     }
 }
 
+/// Connections handed to one thread, oldest first, in room made when it was.
+pub(super) struct Inbox {
+    handed: Mutex<VecDeque<Handed>>,
+    room: usize,
+    arrived: Notify,
+    /// Its thread has stopped reading it.
+    closed: AtomicBool,
+}
+
+impl Inbox {
+    fn new(room: usize) -> Inbox {
+        Inbox {
+            handed: Mutex::new(VecDeque::with_capacity(room)),
+            room,
+            arrived: Notify::new(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Puts `handed` in, or gives it back when the inbox is full or its thread has stopped.
+    fn put(&self, handed: Handed) -> Result<(), Handed> {
+        let mut queue = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.closed.load(Ordering::Acquire) || queue.len() == self.room {
+            return Err(handed);
+        }
+        queue.push_back(handed);
+        drop(queue);
+        self.arrived.notify_one();
+        Ok(())
+    }
+
+    fn take(&self) -> Option<Handed> {
+        self.handed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
+    }
+}
+
+/// The reading end of a thread's [`Inbox`]; dropping it (the thread stopped) closes it, and
+/// what it held is closed with it.
+pub(super) struct Reader(Arc<Inbox>);
+
+impl Reader {
+    /// The next connection handed to this thread.
+    pub(super) async fn recv(&self) -> Handed {
+        loop {
+            if let Some(handed) = self.0.take() {
+                return handed;
+            }
+            // A permit stored by a `put` since the `take` wakes this at once.
+            self.0.arrived.notified().await;
+        }
+    }
+
+    /// A connection already handed to this thread, if any.
+    #[cfg(test)]
+    fn try_recv(&self) -> Option<Handed> {
+        self.0.take()
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let mut queue = self.0.handed.lock().unwrap_or_else(PoisonError::into_inner);
+        self.0.closed.store(true, Ordering::Release);
+        queue.clear();
+    }
+}
+
 /// One serving thread's place in the [`Balance`].
 pub(super) struct Seat {
     pub(super) balance: Arc<Balance>,
     pub(super) me: usize,
-    pub(super) inbox: mpsc::UnboundedReceiver<Handed>,
+    pub(super) inbox: Reader,
 }
 
 /// A connection counted against its thread until it is dropped.
@@ -111,7 +198,8 @@ impl Drop for Counted {
 
 impl Seat {
     /// Keeps a connection this thread accepted, counted here (`Some`), or hands it to a
-    /// less busy thread (`None`). One whose thread has stopped is kept.
+    /// less busy thread (`None`). One whose thread has stopped, or whose inbox is full, is
+    /// kept.
     pub(super) fn keep_or_hand(
         &self,
         tcp: TcpStream,
@@ -137,9 +225,9 @@ impl Seat {
             permit,
             counted,
         };
-        match self.balance.inboxes[to].send(handed) {
+        match self.balance.inboxes[to].put(handed) {
             Ok(()) => None,
-            Err(mpsc::error::SendError(back)) => {
+            Err(back) => {
                 drop(back.counted);
                 let tcp = TcpStream::from_std(back.tcp).ok()?;
                 Some((tcp, back.permit, self.balance.count(self.me)))
@@ -173,14 +261,15 @@ mod tests {
 
     /// A balance of two threads: the first one's seat, the second one's inbox, 100
     /// permits and a listener on loopback.
-    async fn two_threads() -> (
-        Arc<Balance>,
-        Seat,
-        mpsc::UnboundedReceiver<Handed>,
-        Arc<Semaphore>,
-        TcpListener,
-    ) {
-        let (balance, mut inboxes) = Balance::new(2);
+    async fn two_threads() -> (Arc<Balance>, Seat, Reader, Arc<Semaphore>, TcpListener) {
+        two_threads_with_room(INBOX).await
+    }
+
+    /// [`two_threads`] with inboxes of `room` connections.
+    async fn two_threads_with_room(
+        room: usize,
+    ) -> (Arc<Balance>, Seat, Reader, Arc<Semaphore>, TcpListener) {
+        let (balance, mut inboxes) = Balance::with_room(2, room);
         let other = inboxes.pop().unwrap();
         let seat = Seat {
             balance: Arc::clone(&balance),
@@ -194,7 +283,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_thread_that_accepts_every_connection_hands_about_half_over() {
-        let (balance, seat, mut other, permits, listener) = two_threads().await;
+        let (balance, seat, other, permits, listener) = two_threads().await;
         let (mut kept, mut clients) = (Vec::new(), Vec::new());
         for _ in 0..9 {
             let (client, tcp, peer) = pair(&listener).await;
@@ -213,7 +302,7 @@ mod tests {
         );
         // The handed ones arrive whole in the other thread's inbox, in order, and talk.
         let mut taken = Vec::new();
-        while let Ok(handed) = other.try_recv() {
+        while let Some(handed) = other.try_recv() {
             taken.push(handed.arrive().expect("registered here"));
         }
         assert_eq!(taken.len(), 4);
@@ -254,5 +343,44 @@ mod tests {
         let mut buf = [0u8; 4];
         tcp.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"pong");
+    }
+
+    #[tokio::test]
+    async fn a_full_inbox_leaves_the_connection_where_it_was_accepted() {
+        let (balance, seat, other, permits, listener) = two_threads_with_room(2).await;
+        let (mut kept, mut clients) = (Vec::new(), Vec::new());
+        for _ in 0..9 {
+            let (client, tcp, peer) = pair(&listener).await;
+            clients.push(client);
+            let permit = Arc::clone(&permits).acquire_owned().await.unwrap();
+            if let Some(here) = seat.keep_or_hand(tcp, peer, permit) {
+                kept.push(here);
+            }
+        }
+        assert_eq!(kept.len(), 7, "two handed over, then the inbox was full");
+        assert_eq!(open(&balance), [7, 2], "counted where they are served");
+        assert!(other.try_recv().is_some() && other.try_recv().is_some());
+        assert!(other.try_recv().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_thread_waiting_on_its_inbox_wakes_for_a_connection() {
+        let (_balance, seat, other, permits, listener) = two_threads().await;
+        let waiting = tokio::spawn(async move { other.recv().await.arrive().is_some() });
+        tokio::task::yield_now().await;
+        // Three connections on the first thread: the third goes to the idle one.
+        let mut clients = Vec::new();
+        for _ in 0..3 {
+            let (client, tcp, peer) = pair(&listener).await;
+            clients.push((
+                client,
+                seat.keep_or_hand(
+                    tcp,
+                    peer,
+                    Arc::clone(&permits).acquire_owned().await.unwrap(),
+                ),
+            ));
+        }
+        assert!(waiting.await.unwrap(), "the handed connection arrived");
     }
 }
