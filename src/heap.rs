@@ -11,6 +11,10 @@
 //! requests from a heap of their own ([`own_heap`]): the pages a burst filled hold only its
 //! blocks and go back when it is over.
 //!
+//! A block grows in the heap it was made in: what the thread made before its switch (its
+//! runtime's run queue, say, which a burst's wake-ups grow) stays out of the pages the
+//! burst fills, where one grown block would keep a page of them resident.
+//!
 //! A thread that never calls [`own_heap`] allocates from mimalloc's default heap, as the
 //! stock allocator does. Blocks are freed from any thread, whichever heap they came from.
 
@@ -20,6 +24,11 @@ use std::ffi::c_void;
 use std::ptr;
 
 use libmimalloc_sys as mi;
+
+extern "C" {
+    /// The heap a block belongs to (mimalloc v3; not in `libmimalloc-sys`'s list).
+    fn mi_heap_of(block: *const c_void) -> *mut mi::mi_heap_t;
+}
 
 /// The global allocator of the `labrouter` binary (`src/main.rs`).
 pub struct Alloc;
@@ -63,7 +72,8 @@ unsafe impl GlobalAlloc for Alloc {
 
     unsafe fn realloc(&self, block: *mut u8, layout: Layout, size: usize) -> *mut u8 {
         let heap = own();
-        let moved = if heap.is_null() {
+        // SAFETY: `block` is a live block of this allocator.
+        let moved = if heap.is_null() || unsafe { mi_heap_of(block.cast()) } != heap {
             mi::mi_realloc_aligned(block.cast(), size, layout.align())
         } else {
             mi::mi_heap_realloc_aligned(heap, block.cast(), size, layout.align())
@@ -100,9 +110,25 @@ pub fn give_back() {
 mod tests {
     use super::*;
 
-    extern "C" {
-        /// The heap a block belongs to (mimalloc v3; not in `libmimalloc-sys`'s list).
-        fn mi_heap_of(block: *const c_void) -> *mut mi::mi_heap_t;
+    #[test]
+    fn a_block_made_before_the_switch_grows_in_the_default_heap() {
+        std::thread::spawn(|| {
+            let layout = Layout::from_size_align(1024, 8).unwrap();
+            // SAFETY: a layout of non-zero size; the block is freed below.
+            let block = unsafe { Alloc.alloc(layout) };
+            // SAFETY: a live block.
+            let default = unsafe { mi_heap_of(block.cast()) };
+            own_heap();
+            assert_ne!(default, own());
+            // SAFETY: the block is live, of `layout`.
+            let grown = unsafe { Alloc.realloc(block, layout, 64 * 1024) };
+            // SAFETY: a live block.
+            assert_eq!(unsafe { mi_heap_of(grown.cast()) }, default);
+            // SAFETY: the live block of that size, freed once.
+            unsafe { Alloc.dealloc(grown, Layout::from_size_align(64 * 1024, 8).unwrap()) };
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
@@ -119,6 +145,12 @@ mod tests {
             // SAFETY: the block is live, of `layout`; grown in place or moved, still aligned.
             let grown = unsafe { Alloc.realloc(block, layout, 40 * 1024) };
             assert_eq!(grown as usize % 64, 0);
+            // SAFETY: a live block.
+            assert_eq!(
+                unsafe { mi_heap_of(grown.cast()) },
+                own(),
+                "grown where it was made"
+            );
             give_back();
             (
                 grown as usize,
