@@ -11,9 +11,10 @@
 //! requests from a heap of their own ([`own_heap`]): the pages a burst filled hold only its
 //! blocks and go back when it is over.
 //!
-//! A block grows in the heap it was made in: what the thread made before its switch (its
-//! runtime's run queue, say, which a burst's wake-ups grow) stays out of the pages the
-//! burst fills, where one grown block would keep a page of them resident.
+//! Only a block made in the thread's own heap grows there; any other grows in the default
+//! heap. So what the thread made before its switch (its runtime's run queue, say, which a
+//! burst's wake-ups grow) stays out of the pages the burst fills, where one grown block
+//! would keep a page of them resident.
 //!
 //! A thread that never calls [`own_heap`] allocates from mimalloc's default heap, as the
 //! stock allocator does. Blocks are freed from any thread, whichever heap they came from.
