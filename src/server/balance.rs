@@ -259,6 +259,29 @@ mod tests {
         (client.unwrap(), tcp, peer)
     }
 
+    /// Connects `n` clients one after another, each accepted on `seat`'s thread and kept
+    /// there or handed over: (those kept, the clients).
+    async fn connect(
+        n: usize,
+        seat: &Seat,
+        permits: &Arc<Semaphore>,
+        listener: &TcpListener,
+    ) -> (
+        Vec<(TcpStream, OwnedSemaphorePermit, Counted)>,
+        Vec<TcpStream>,
+    ) {
+        let (mut kept, mut clients) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let (client, tcp, peer) = pair(listener).await;
+            clients.push(client);
+            let permit = Arc::clone(permits).acquire_owned().await.unwrap();
+            if let Some(here) = seat.keep_or_hand(tcp, peer, permit) {
+                kept.push(here);
+            }
+        }
+        (kept, clients)
+    }
+
     /// A balance of two threads: the first one's seat, the second one's inbox, 100
     /// permits and a listener on loopback.
     async fn two_threads() -> (Arc<Balance>, Seat, Reader, Arc<Semaphore>, TcpListener) {
@@ -284,15 +307,7 @@ mod tests {
     #[tokio::test]
     async fn a_thread_that_accepts_every_connection_hands_about_half_over() {
         let (balance, seat, other, permits, listener) = two_threads().await;
-        let (mut kept, mut clients) = (Vec::new(), Vec::new());
-        for _ in 0..9 {
-            let (client, tcp, peer) = pair(&listener).await;
-            clients.push(client);
-            let permit = Arc::clone(&permits).acquire_owned().await.unwrap();
-            if let Some(here) = seat.keep_or_hand(tcp, peer, permit) {
-                kept.push(here);
-            }
-        }
+        let (kept, mut clients) = connect(9, &seat, &permits, &listener).await;
         assert_eq!(kept.len(), 5, "kept where accepted");
         assert_eq!(open(&balance), [5, 4], "counted where they are served");
         assert_eq!(
@@ -348,15 +363,7 @@ mod tests {
     #[tokio::test]
     async fn a_full_inbox_leaves_the_connection_where_it_was_accepted() {
         let (balance, seat, other, permits, listener) = two_threads_with_room(2).await;
-        let (mut kept, mut clients) = (Vec::new(), Vec::new());
-        for _ in 0..9 {
-            let (client, tcp, peer) = pair(&listener).await;
-            clients.push(client);
-            let permit = Arc::clone(&permits).acquire_owned().await.unwrap();
-            if let Some(here) = seat.keep_or_hand(tcp, peer, permit) {
-                kept.push(here);
-            }
-        }
+        let (kept, _clients) = connect(9, &seat, &permits, &listener).await;
         assert_eq!(kept.len(), 7, "two handed over, then the inbox was full");
         assert_eq!(open(&balance), [7, 2], "counted where they are served");
         assert!(other.try_recv().is_some() && other.try_recv().is_some());
@@ -369,18 +376,7 @@ mod tests {
         let waiting = tokio::spawn(async move { other.recv().await.arrive().is_some() });
         tokio::task::yield_now().await;
         // Three connections on the first thread: the third goes to the idle one.
-        let mut clients = Vec::new();
-        for _ in 0..3 {
-            let (client, tcp, peer) = pair(&listener).await;
-            clients.push((
-                client,
-                seat.keep_or_hand(
-                    tcp,
-                    peer,
-                    Arc::clone(&permits).acquire_owned().await.unwrap(),
-                ),
-            ));
-        }
+        let _open = connect(3, &seat, &permits, &listener).await;
         assert!(waiting.await.unwrap(), "the handed connection arrived");
     }
 }
