@@ -184,6 +184,14 @@ impl Scheduler {
         if c.announce.is_empty() {
             return;
         }
+        // Finished tasks stay bounded on disk, the oldest pruned first: asked before the
+        // waiters are told, so that one that flushes the store finds the bound applied.
+        let limits = &self.fleet().registry.tasks;
+        let bound = FinishedBound {
+            count: limits.max_finished,
+            bytes: limits.max_finished_bytes,
+        };
+        let _ = self.store.sender().send(Msg::TaskBound(bound));
         for id in c.announce {
             let ended = lock(&self.state).queue.announced(&id);
             match ended {
@@ -193,13 +201,6 @@ impl Scheduler {
                 }
             }
         }
-        // Finished tasks stay bounded on disk, the oldest pruned first.
-        let limits = &self.fleet().registry.tasks;
-        let bound = FinishedBound {
-            count: limits.max_finished,
-            bytes: limits.max_finished_bytes,
-        };
-        let _ = self.store.sender().send(Msg::TaskBound(bound));
         self.wake.notify_one();
     }
 
