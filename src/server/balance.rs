@@ -18,8 +18,8 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit};
@@ -109,40 +109,37 @@ impl Balance {
 
 /// Connections handed to one thread, oldest first, in room made when it was.
 pub(super) struct Inbox {
-    handed: Mutex<VecDeque<Handed>>,
+    /// `None` once its thread has stopped reading it.
+    handed: Mutex<Option<VecDeque<Handed>>>,
     room: usize,
     arrived: Notify,
-    /// Its thread has stopped reading it.
-    closed: AtomicBool,
 }
 
 impl Inbox {
     fn new(room: usize) -> Inbox {
         Inbox {
-            handed: Mutex::new(VecDeque::with_capacity(room)),
+            handed: Mutex::new(Some(VecDeque::with_capacity(room))),
             room,
             arrived: Notify::new(),
-            closed: AtomicBool::new(false),
         }
+    }
+
+    fn queue(&self) -> MutexGuard<'_, Option<VecDeque<Handed>>> {
+        self.handed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Puts `handed` in, or gives it back when the inbox is full or its thread has stopped.
     fn put(&self, handed: Handed) -> Result<(), Handed> {
-        let mut queue = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.closed.load(Ordering::Acquire) || queue.len() == self.room {
-            return Err(handed);
+        match self.queue().as_mut() {
+            Some(queue) if queue.len() < self.room => queue.push_back(handed),
+            _ => return Err(handed),
         }
-        queue.push_back(handed);
-        drop(queue);
         self.arrived.notify_one();
         Ok(())
     }
 
     fn take(&self) -> Option<Handed> {
-        self.handed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front()
+        self.queue().as_mut()?.pop_front()
     }
 }
 
@@ -171,9 +168,9 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        let mut queue = self.0.handed.lock().unwrap_or_else(PoisonError::into_inner);
-        self.0.closed.store(true, Ordering::Release);
-        queue.clear();
+        // Closed to new connections; those it held close here, outside the lock.
+        let held = self.0.queue().take();
+        drop(held);
     }
 }
 
