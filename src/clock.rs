@@ -24,24 +24,54 @@ pub fn from_now(d: Duration) -> Instant {
     after(Instant::now(), d)
 }
 
-/// The wall clock, moving with tokio's: `SystemTime::now()` in a running router, and in a
-/// test on the paused clock a time that advances exactly as far as the paused clock did.
-/// Times a router stores and shows (a task's `created_at`, `finished_at`) are read here,
-/// so tests that let paused time pass see stored times pass too, with no real sleep.
+/// How far the wall clock may drift from the system's before [`wall`] takes a new anchor: a
+/// system clock set or stepped (NTP) shows within this; a slewed one never drifts this far.
+const REANCHOR: Duration = Duration::from_secs(1);
+
+/// The wall clock, moving with tokio's: in a running router the system's time to within
+/// [`REANCHOR`], and in a test on the paused clock a time that advances exactly as far as the
+/// paused clock did, and not at all while it stands. Times a router stores and shows (a
+/// task's `created_at`, `finished_at`) are read here, so tests that let paused time pass see
+/// stored times pass too, with no real sleep.
+///
+/// It is one anchor (the system's time and std's clock read together) plus how far tokio's
+/// clock is from that anchor. Reading the three clocks afresh at every call would let a
+/// preemption between the reads move a paused wall clock, backwards too, by its length.
 #[allow(clippy::disallowed_types)] // std's Instant, only to compare it with tokio's
 pub fn wall() -> SystemTime {
-    let real = std::time::Instant::now();
+    use std::sync::{Mutex, PoisonError};
+    static ANCHOR: Mutex<Option<(SystemTime, std::time::Instant)>> = Mutex::new(None);
     let ours = Instant::now().into_std();
-    match ours.checked_duration_since(real) {
-        Some(ahead) => SystemTime::now()
-            .checked_add(ahead)
-            .unwrap_or_else(SystemTime::now),
-        None => {
-            let behind = real.saturating_duration_since(ours);
-            SystemTime::now()
-                .checked_sub(behind)
-                .unwrap_or(SystemTime::UNIX_EPOCH)
-        }
+    let mut anchor = ANCHOR.lock().unwrap_or_else(PoisonError::into_inner);
+    let (sys, real) = (SystemTime::now(), std::time::Instant::now());
+    let (at, then) = match *anchor {
+        Some((at, then)) if drift(at, then, sys, real) <= REANCHOR => (at, then),
+        _ => *anchor.insert((sys, real)),
+    };
+    drop(anchor);
+    match ours.checked_duration_since(then) {
+        Some(ahead) => at.checked_add(ahead).unwrap_or(at),
+        None => at
+            .checked_sub(then.saturating_duration_since(ours))
+            .unwrap_or(SystemTime::UNIX_EPOCH),
+    }
+}
+
+/// How far the system's time `sys`, read with std's clock at `real`, is from the anchor's
+/// time carried forward by std's clock.
+#[allow(clippy::disallowed_types)] // std's Instant, as in `wall`
+fn drift(
+    at: SystemTime,
+    then: std::time::Instant,
+    sys: SystemTime,
+    real: std::time::Instant,
+) -> Duration {
+    let carried = at
+        .checked_add(real.saturating_duration_since(then))
+        .unwrap_or(at);
+    match sys.duration_since(carried) {
+        Ok(d) => d,
+        Err(e) => e.duration(),
     }
 }
 
@@ -64,6 +94,32 @@ mod tests {
             after(now, Duration::from_secs(1)),
             now + Duration::from_secs(1)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wall_clock_stands_while_the_paused_clock_does_and_moves_as_far() {
+        let t0 = wall();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(wall(), t0, "real time passed, paused time did not");
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert_eq!(wall(), t0 + Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn drift_is_how_far_the_system_time_left_the_anchor_either_way() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        #[allow(clippy::disallowed_types)]
+        let then = std::time::Instant::now();
+        let later = then + Duration::from_secs(5);
+        assert_eq!(
+            drift(at, then, at + Duration::from_secs(5), later),
+            Duration::ZERO
+        );
+        assert_eq!(
+            drift(at, then, at + Duration::from_secs(8), later),
+            Duration::from_secs(3)
+        );
+        assert_eq!(drift(at, then, at, later), Duration::from_secs(5));
     }
 
     #[test]

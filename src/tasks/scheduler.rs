@@ -172,6 +172,17 @@ impl Scheduler {
                 }
             }
         }
+        if !c.announce.is_empty() {
+            // Finished tasks stay bounded on disk, the oldest pruned first. Asked here, under
+            // the lock that made them finished and right behind their writes: whoever sees a
+            // task finished and then flushes the store finds the bound applied.
+            let limits = &self.fleet().registry.tasks;
+            let bound = FinishedBound {
+                count: limits.max_finished,
+                bytes: limits.max_finished_bytes,
+            };
+            let _ = self.store.sender().send(Msg::TaskBound(bound));
+        }
         c
     }
 
@@ -184,14 +195,6 @@ impl Scheduler {
         if c.announce.is_empty() {
             return;
         }
-        // Finished tasks stay bounded on disk, the oldest pruned first: asked before the
-        // waiters are told, so that one that flushes the store finds the bound applied.
-        let limits = &self.fleet().registry.tasks;
-        let bound = FinishedBound {
-            count: limits.max_finished,
-            bytes: limits.max_finished_bytes,
-        };
-        let _ = self.store.sender().send(Msg::TaskBound(bound));
         for id in c.announce {
             let ended = lock(&self.state).queue.announced(&id);
             match ended {
