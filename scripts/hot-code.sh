@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Writes link/hot.ld: the functions a served request runs, to be placed together at the start
+# of the release binary's machine code (build.rs passes the script to the linker).
+#
+# Why: a router idles between requests, and on a host that takes back an idle guest's memory
+# (or only its caches and TLBs) every distinct page a request touches costs microseconds, not
+# nanoseconds. Spread over 16 MB of code, a stream's functions touched ~290 pages of it;
+# together, ~180 (docs/perf/README.md "Pages a request touches").
+#
+# How: a release labrouter runs under callgrind in front of bench sims on 127.0.0.1; after
+# startup its counters are zeroed, then it serves streamed and whole chat completions; every
+# function that ran is listed, the most run first. Only OpenAI's chat completions, the most
+# common work: with Ollama's /api/chat and embeddings in the list too, their translation code
+# came between the chat path's functions and a stream touched 20-40% more pages of code.
+# Symbols are v0-mangled (.cargo/config.toml), which spells out a generic's arguments; what a
+# rebuild may change in a name (crate disambiguators, back-references, LTO's `.llvm.N`)
+# becomes a `*`, so the list stays right across edits and toolchains. Functions added later
+# are simply not in it: they land in the ordinary .text, as before.
+#
+#   scripts/hot-code.sh [BINARY]   (default: target/release/labrouter; rerun after large changes)
+#
+# Needs valgrind and wrk (Debian packages), and the release examples (bench_sim, bench_load).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+REL=${CARGO_TARGET_DIR:-target}/release
+case "$REL" in /*) ;; *) REL=$ROOT/$REL;; esac
+B=${1:-$REL/labrouter}
+for tool in valgrind callgrind_control wrk curl python3; do
+  command -v "$tool" >/dev/null || { echo "hot-code.sh: $tool is missing" >&2; exit 1; }
+done
+for ex in bench_sim bench_load; do
+  [ -x "$REL/examples/$ex" ] || { echo "hot-code.sh: run cargo build --release --examples first" >&2; exit 1; }
+done
+TMP=$(mktemp -d)
+P=18600 PIDS=()
+cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"; }
+trap cleanup EXIT
+sed -e "s#@ROUTER@#$((P + 10))#; s#@STATE@#$TMP/state#; s#@FAST@#$((P + 1))#g; s#@DRIP@#$((P + 2))#g" \
+  -e "s#@DRIP64@#$((P + 5))#g; s#@SLOW@#$((P + 3))#g; s#@HANG@#$((P + 4))#g" \
+  benches/bench/registry.yaml.in >"$TMP/reg.yaml"
+"$REL/examples/bench_sim" --listen "127.0.0.1:$((P + 1))" --name fast >/dev/null 2>&1 &
+PIDS+=($!)
+"$REL/examples/bench_sim" --listen "127.0.0.1:$((P + 5))" --name drip64 --fault drip:20ms \
+  --chunks 64 >/dev/null 2>&1 &
+PIDS+=($!)
+RUST_LOG=warn valgrind --tool=callgrind --demangle=no --compress-strings=no --compress-pos=no \
+  --callgrind-out-file="$TMP/cg.out" "$B" serve --config "$TMP/reg.yaml" >"$TMP/vg.log" 2>&1 &
+VG=$!
+PIDS+=("$VG")
+URL=http://127.0.0.1:$((P + 10))
+for _ in $(seq 120); do
+  curl -s -o /dev/null "$URL/health" && break
+  kill -0 "$VG" 2>/dev/null || { tail "$TMP/vg.log" >&2; exit 1; }
+  sleep 0.5
+done
+callgrind_control -z "$VG" >/dev/null
+"$REL/examples/bench_load" ttft --url "$URL/v1/chat/completions" --n 2 \
+  --body '{"model":"stream64","stream":true,"messages":[{"role":"user","content":"hi"}]}' >/dev/null
+BENCH_BODY='{"model":"chat","messages":[{"role":"user","content":"hello"}]}' \
+  wrk -t1 -c8 -d4 -s benches/bench/post.lua "$URL/v1/chat/completions" >/dev/null
+BENCH_BODY='{"model":"chat","messages":[{"role":"user","content":"hello"}]}' \
+  wrk -t1 -c1 -d2 -s benches/bench/post.lua "$URL/v1/chat/completions" >/dev/null
+callgrind_control -d "$VG" >/dev/null
+sleep 1
+DUMPS=$(find "$TMP" -name 'cg.out.*')
+[ "$(wc -l <<<"$DUMPS")" = 1 ] || { echo "hot-code.sh: callgrind wrote $DUMPS" >&2; exit 1; }
+# shellcheck disable=SC2086 # one dump file per word
+python3 - "$B" $DUMPS >link/hot.ld <<'PY'
+import collections, re, subprocess, sys
+
+def costs(dump):
+    """Each function's own instructions in a callgrind dump, the most first."""
+    cost, fn, call = collections.Counter(), None, False
+    for line in open(dump, errors="replace"):
+        if line.startswith("fn="):
+            fn, call = line[3:].strip(), False
+        elif line.startswith("calls="):
+            call = True  # the next cost line is the call's inclusive cost, not fn's own
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if call:
+                call = False
+            elif fn:
+                cost[fn] += int(line.split()[1])
+    return [name for name, c in cost.most_common() if c > 0]
+
+nm = subprocess.run(["nm", sys.argv[1]], capture_output=True, text=True, check=True).stdout
+symbols = {l.split()[-1] for l in nm.splitlines() if l.strip()}
+def pattern(name):
+    """The name with what a rebuild may change in it made a `*`."""
+    bare = re.sub(r"\.llvm\.\d+$", "", name)  # LTO's suffix for a symbol it made local
+    tail = "*" if bare != name else ""
+    if bare.startswith("_R"):
+        # v0 (.cargo/config.toml): crate disambiguators, and back-references (offsets into
+        # the name, which move when a disambiguator's length does).
+        bare = re.sub(r"Cs[0-9A-Za-z]+_", "Cs*_", bare)
+        return re.sub(r"B[0-9A-Za-z]*_", "B*_", bare) + tail
+    return re.sub(r"17h[0-9a-f]{16}E$", "17h*", bare) + tail  # legacy: the trailing hash
+def beside(name):
+    """Work that ran beside the requests, not for them: the state store (SQLite and its SQL
+    parser) and reqwest (health probes, Telegram). A v0 name's first crate is its home."""
+    home = re.search(r"C(?:s[0-9A-Za-z]+_)?(\d+)", name)
+    crate = home and name[home.end() : home.end() + int(home[1])]
+    return name.startswith(("sqlite3", "yy_")) or crate == "reqwest"
+# In legacy names the hash is all that tells a generic's instantiations apart: such a name
+# keeps its hash (a `*` would bring every instantiation) and may go stale after an edit.
+kin = collections.Counter(pattern(s) for s in symbols)
+seen, pats = set(), []
+for name in (n for dump in sys.argv[2:] for n in costs(dump)):
+    if name not in symbols or not re.fullmatch(r"[A-Za-z0-9_.$]+", name) or beside(name):
+        continue
+    p = pattern(name)
+    if kin[p] > 1 and not name.startswith("_R"):
+        p = name
+    if p not in seen:
+        seen.add(p)
+        pats.append(p)
+print("/* The serving path's machine code and its jump tables, together (scripts/hot-code.sh")
+print("   wrote it; build.rs passes it to the linker for the release binary). */")
+for out, before in ((".text.hot", ".text"), (".rodata.hot", ".rodata")):
+    kind = before[1:]
+    print(f"SECTIONS {{\n  {out} : {{")
+    for p in pats:
+        print(f"    *(.{kind}.{p})")
+    print(f"  }}\n}}\nINSERT BEFORE {before};")
+print(f"hot-code.sh: {len(pats)} functions in link/hot.ld", file=sys.stderr)
+PY
