@@ -1,7 +1,7 @@
 //! The release binary's serving path, put together at the start of its machine code:
 //! `link/hot.ld` (written by `scripts/hot-code.sh`) lists the functions a served request runs,
-//! and the linker places them first, so that a request after an idle spell touches about 40%
-//! fewer pages of code (docs/perf/README.md, "Pages a request touches").
+//! and the linker places them first, so that a request after an idle spell touches about a
+//! quarter fewer pages of code (docs/perf/README.md, "Pages a request touches").
 //!
 //! On ELF targets (Linux) and release builds only; the script augments the linker's default
 //! layout (`INSERT BEFORE .text`), which lld (Rust's default linker here) and GNU ld accept.

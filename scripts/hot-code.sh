@@ -4,8 +4,8 @@
 #
 # Why: a router idles between requests, and on a host that takes back an idle guest's memory
 # (or only its caches and TLBs) every distinct page a request touches costs microseconds, not
-# nanoseconds. Spread over 16 MB of code, a stream's functions touched ~290 pages of it;
-# together, ~180 (docs/perf/README.md "Pages a request touches").
+# nanoseconds. Spread over 16 MB of code, a stream's functions touched 285–306 pages of it;
+# together, 209–230 (docs/perf/README.md "Pages a request touches").
 #
 # How: a release labrouter runs under callgrind in front of bench sims on 127.0.0.1; after
 # startup its counters are zeroed, then it serves streamed and whole chat completions; every
