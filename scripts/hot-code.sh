@@ -57,64 +57,54 @@ done
 callgrind_control -z "$VG" >/dev/null
 "$REL/examples/bench_load" ttft --url "$URL/v1/chat/completions" --n 2 \
   --body '{"model":"stream64","stream":true,"messages":[{"role":"user","content":"hi"}]}' >/dev/null
-BENCH_BODY='{"model":"chat","messages":[{"role":"user","content":"hello"}]}' \
-  wrk -t1 -c8 -d4 -s benches/bench/post.lua "$URL/v1/chat/completions" >/dev/null
-BENCH_BODY='{"model":"chat","messages":[{"role":"user","content":"hello"}]}' \
-  wrk -t1 -c1 -d2 -s benches/bench/post.lua "$URL/v1/chat/completions" >/dev/null
+CHAT='{"model":"chat","messages":[{"role":"user","content":"hello"}]}'
+BENCH_BODY=$CHAT wrk -t1 -c8 -d4 -s benches/bench/post.lua "$URL/v1/chat/completions" >/dev/null
+BENCH_BODY=$CHAT wrk -t1 -c1 -d2 -s benches/bench/post.lua "$URL/v1/chat/completions" >/dev/null
 callgrind_control -d "$VG" >/dev/null
 sleep 1
-DUMPS=$(find "$TMP" -name 'cg.out.*')
-[ "$(wc -l <<<"$DUMPS")" = 1 ] || { echo "hot-code.sh: callgrind wrote $DUMPS" >&2; exit 1; }
-# shellcheck disable=SC2086 # one dump file per word
-python3 - "$B" $DUMPS >link/hot.ld <<'PY'
+DUMP=$(find "$TMP" -name 'cg.out.*')
+[ -f "$DUMP" ] || { echo "hot-code.sh: callgrind wrote ${DUMP:-no dump}" >&2; exit 1; }
+python3 - "$B" "$DUMP" >link/hot.ld <<'PY'
 import collections, re, subprocess, sys
 
-def costs(dump):
-    """Each function's own instructions in a callgrind dump, the most first."""
-    cost, fn, call = collections.Counter(), None, False
-    for line in open(dump, errors="replace"):
-        if line.startswith("fn="):
-            fn, call = line[3:].strip(), False
-        elif line.startswith("calls="):
-            call = True  # the next cost line is the call's inclusive cost, not fn's own
-        elif line[:1].isdigit() or line[:1] in "+-*":
-            if call:
-                call = False
-            elif fn:
-                cost[fn] += int(line.split()[1])
-    return [name for name, c in cost.most_common() if c > 0]
-
+cost, fn, call = collections.Counter(), None, False
+for line in open(sys.argv[2], errors="replace"):
+    if line.startswith("fn="):
+        fn, call = line[3:].strip(), False
+    elif line.startswith("calls="):
+        call = True  # the next cost line is the call's inclusive cost, not fn's own
+    elif line[:1].isdigit() or line[:1] in "+-*":
+        if call:
+            call = False
+        elif fn:
+            cost[fn] += int(line.split()[1])
 nm = subprocess.run(["nm", sys.argv[1]], capture_output=True, text=True, check=True).stdout
 symbols = {l.split()[-1] for l in nm.splitlines() if l.strip()}
+
 def pattern(name):
-    """The name with what a rebuild may change in it made a `*`."""
-    bare = re.sub(r"\.llvm\.\d+$", "", name)  # LTO's suffix for a symbol it made local
+    """A v0 name with what a rebuild may change in it made a `*`: LTO's `.llvm.N` suffix,
+    crate disambiguators, and back-references (offsets into the name, which move when a
+    disambiguator's length does). Other names (C's; legacy Rust ones, should RUSTFLAGS
+    replace .cargo/config.toml's) stay as they are."""
+    if not name.startswith("_R"):
+        return name
+    bare = re.sub(r"\.llvm\.\d+$", "", name)
     tail = "*" if bare != name else ""
-    if bare.startswith("_R"):
-        # v0 (.cargo/config.toml): crate disambiguators, and back-references (offsets into
-        # the name, which move when a disambiguator's length does).
-        bare = re.sub(r"Cs[0-9A-Za-z]+_", "Cs*_", bare)
-        return re.sub(r"B[0-9A-Za-z]*_", "B*_", bare) + tail
-    return re.sub(r"17h[0-9a-f]{16}E$", "17h*", bare) + tail  # legacy: the trailing hash
+    bare = re.sub(r"Cs[0-9A-Za-z]+_", "Cs*_", bare)
+    return re.sub(r"B[0-9A-Za-z]*_", "B*_", bare) + tail
+
 def beside(name):
     """Work that ran beside the requests, not for them: the state store (SQLite and its SQL
     parser) and reqwest (health probes, Telegram). A v0 name's first crate is its home."""
     home = re.search(r"C(?:s[0-9A-Za-z]+_)?(\d+)", name)
     crate = home and name[home.end() : home.end() + int(home[1])]
     return name.startswith(("sqlite3", "yy_")) or crate == "reqwest"
-# In legacy names the hash is all that tells a generic's instantiations apart: such a name
-# keeps its hash (a `*` would bring every instantiation) and may go stale after an edit.
-kin = collections.Counter(pattern(s) for s in symbols)
-seen, pats = set(), []
-for name in (n for dump in sys.argv[2:] for n in costs(dump)):
-    if name not in symbols or not re.fullmatch(r"[A-Za-z0-9_.$]+", name) or beside(name):
-        continue
-    p = pattern(name)
-    if kin[p] > 1 and not name.startswith("_R"):
-        p = name
-    if p not in seen:
-        seen.add(p)
-        pats.append(p)
+
+pats = dict.fromkeys(  # in order, each once
+    pattern(name)
+    for name, c in cost.most_common()
+    if c and name in symbols and re.fullmatch(r"[A-Za-z0-9_.$]+", name) and not beside(name)
+)
 print("/* The serving path's machine code and its jump tables, together (scripts/hot-code.sh")
 print("   wrote it; build.rs passes it to the linker for the release binary). */")
 for out, before in ((".text.hot", ".text"), (".rodata.hot", ".rodata")):

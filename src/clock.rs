@@ -49,10 +49,16 @@ pub fn wall() -> SystemTime {
         _ => *anchor.insert((sys, real)),
     };
     drop(anchor);
-    match ours.checked_duration_since(then) {
+    carried(at, then, ours)
+}
+
+/// The anchor's time `at`, read with std's clock at `then`, carried to std's `to` (either way).
+#[allow(clippy::disallowed_types)] // std's Instant, as in `wall`
+fn carried(at: SystemTime, then: std::time::Instant, to: std::time::Instant) -> SystemTime {
+    match to.checked_duration_since(then) {
         Some(ahead) => at.checked_add(ahead).unwrap_or(at),
         None => at
-            .checked_sub(then.saturating_duration_since(ours))
+            .checked_sub(then.saturating_duration_since(to))
             .unwrap_or(SystemTime::UNIX_EPOCH),
     }
 }
@@ -66,10 +72,7 @@ fn drift(
     sys: SystemTime,
     real: std::time::Instant,
 ) -> Duration {
-    let carried = at
-        .checked_add(real.saturating_duration_since(then))
-        .unwrap_or(at);
-    match sys.duration_since(carried) {
+    match sys.duration_since(carried(at, then, real)) {
         Ok(d) => d,
         Err(e) => e.duration(),
     }
