@@ -30,7 +30,8 @@ PIDS+=($!)
 if [ -n "${FLAME_LEAN:-}" ]; then
   "$REL/examples/lean_proxy" --listen "127.0.0.1:$P_ROUTER" --upstream "127.0.0.1:$P_FAST" >/dev/null 2>&1 &
 else
-  RUST_LOG=warn "$B" serve --config "$TMP/reg.yaml" >/dev/null 2>&1 &
+  # Its code where the linker put it, named (src/huge_text.rs).
+  LABROUTER_NO_HUGE_TEXT=1 RUST_LOG=warn "$B" serve --config "$TMP/reg.yaml" >/dev/null 2>&1 &
 fi
 RP=$!
 PIDS+=("$RP")

@@ -70,6 +70,8 @@ pub mod heap;
 pub mod history;
 mod host;
 mod http;
+#[cfg(target_os = "linux")]
+pub mod huge_page;
 pub mod machines;
 pub mod multipart;
 pub mod ollama;

@@ -13,12 +13,25 @@ use labrouter::cli::{Cli, Command, LogFormat};
 #[global_allocator]
 static GLOBAL: labrouter::heap::Alloc = labrouter::heap::Alloc;
 
+#[cfg(labrouter_hot_text)]
+mod huge_text;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // For the commands that serve, while this is the only thread.
+    #[cfg(labrouter_hot_text)]
+    let huge =
+        matches!(cli.command, Command::Serve { .. } | Command::Demo { .. }).then(huge_text::remap);
     // The demo narrates what the logs would say; RUST_LOG still turns them on.
     let quiet = matches!(cli.command, Command::Demo { .. });
     // Lines still on their way to stderr are written before the process ends.
     let _flush = init_tracing(cli.log_format, if quiet { "error" } else { "info" });
+    #[cfg(labrouter_hot_text)]
+    match huge {
+        Some(Ok(bytes)) => tracing::debug!(bytes, "the serving path's code is on a huge page"),
+        Some(Err(why)) => tracing::debug!("the serving path's code stays on small pages: {why}"),
+        None => {}
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -1,0 +1,208 @@
+//! Moving a range of this process's memory onto transparent huge pages, in place: the same
+//! bytes at the same addresses, mapped by one page table entry for each 2 MiB instead of 512.
+//!
+//! The `labrouter` binary moves its serving path's machine code so (`src/huge_text.rs`):
+//! on a virtual machine, after an idle spell, the first touch of each 4 KiB page costs
+//! microseconds (docs/perf/README.md, "The serving path on a huge page").
+//!
+//! Where it cannot be done, nothing is changed and the reason is returned: no transparent
+//! huge page to be had (`never`, or none free), a kernel before 6.1 (no `MADV_COLLAPSE`), or
+//! executable memory denied (systemd's `MemoryDenyWriteExecute=`).
+
+use std::ffi::c_void;
+use std::ptr;
+
+/// A huge page (x86-64 and aarch64 with 4 KiB base pages).
+pub const HUGE: usize = 2 << 20;
+
+/// `MADV_COLLAPSE` (Linux 6.1): back the range with huge pages now, or fail.
+const MADV_COLLAPSE: libc::c_int = 25;
+
+/// Moves `[start, start + len)` onto huge pages in place, to be mapped with `prot` after.
+/// `start` and `len` are multiples of [`HUGE`] and the range is mapped and readable.
+///
+/// # Safety
+/// The range is memory this process mapped and nothing writes to while it moves (any
+/// thread may read or run it: the bytes stay as they are). What it mapped is replaced by
+/// an anonymous private mapping: a file behind it is no longer read or written through it.
+pub unsafe fn move_in_place(
+    start: usize,
+    len: usize,
+    prot: libc::c_int,
+) -> Result<(), &'static str> {
+    if !start.is_multiple_of(HUGE) || !len.is_multiple_of(HUGE) || len == 0 {
+        return Err("the range is not whole huge pages");
+    }
+    // SAFETY: a fresh anonymous mapping, aligned within; every path below either moves it
+    // over the range or unmaps it. The copy reads `len` mapped, readable bytes (the caller's
+    // word) into `len` bytes of it.
+    unsafe {
+        let raw = libc::mmap(
+            ptr::null_mut(),
+            len + HUGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if raw == libc::MAP_FAILED {
+            return Err("no address space for a copy");
+        }
+        let raw = raw as usize;
+        let copy = raw.next_multiple_of(HUGE);
+        if copy > raw {
+            libc::munmap(raw as *mut c_void, copy - raw);
+        }
+        libc::munmap((copy + len) as *mut c_void, raw + HUGE - copy);
+        let copy = copy as *mut c_void;
+        let undo = |why| {
+            libc::munmap(copy, len);
+            Err(why)
+        };
+        libc::madvise(copy, len, libc::MADV_HUGEPAGE);
+        ptr::copy_nonoverlapping(start as *const u8, copy.cast::<u8>(), len);
+        if libc::madvise(copy, len, MADV_COLLAPSE) != 0 {
+            return undo("no transparent huge page to be had");
+        }
+        if libc::mprotect(copy, len, prot) != 0 {
+            return undo("the protection is denied (executable memory?)");
+        }
+        let moved = libc::mremap(
+            copy,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            start as *mut c_void,
+        );
+        if moved == libc::MAP_FAILED {
+            return undo("the copy could not take the range's place");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's mappings: (start, end, permissions, path).
+    fn maps() -> Vec<(usize, usize, String, String)> {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut f = l.split_whitespace();
+                let (a, b) = f.next().unwrap().split_once('-').unwrap();
+                let perms = f.next().unwrap().to_string();
+                let path = f.nth(3).unwrap_or("").to_string();
+                let hex = |s| usize::from_str_radix(s, 16).unwrap();
+                (hex(a), hex(b), perms, path)
+            })
+            .collect()
+    }
+
+    /// The `AnonHugePages:` (KiB) of the mapping that starts at `start`.
+    fn anon_huge_kb(start: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let head = format!("{start:x}-");
+        let tail = smaps.split_once(&head).map(|(_, t)| t).unwrap();
+        let line = tail
+            .lines()
+            .find(|l| l.starts_with("AnonHugePages:"))
+            .unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn this_tests_own_machine_code_moves_onto_a_huge_page_and_keeps_running() {
+        // The first whole huge page of this test binary's machine code (its own file).
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_string_lossy();
+        let (start, end, _, _) = maps()
+            .into_iter()
+            .find(|(a, b, perms, path)| {
+                perms.starts_with("r-x") && *path == exe && b / HUGE > a.div_ceil(HUGE)
+            })
+            .expect("a test binary with 2 MiB of machine code");
+        let window = start.next_multiple_of(HUGE);
+        assert!(window + HUGE <= end);
+        // SAFETY: mapped and readable (r-x).
+        let before = unsafe { std::slice::from_raw_parts(window as *const u8, HUGE) }.to_vec();
+        // SAFETY: this binary's code, which nothing writes; other tests may run it meanwhile.
+        let moved = unsafe { move_in_place(window, HUGE, libc::PROT_READ | libc::PROT_EXEC) };
+        assert_eq!(
+            moved,
+            Ok(()),
+            "needs transparent huge pages (/sys/kernel/mm/transparent_hugepage/enabled: madvise or always)"
+        );
+        // SAFETY: as above; still mapped, now anonymous.
+        let after = unsafe { std::slice::from_raw_parts(window as *const u8, HUGE) };
+        assert!(before == after, "the bytes moved");
+        assert_eq!(anon_huge_kb(window), 2048);
+        let (a, b, perms, path) = maps().into_iter().find(|m| m.0 == window).unwrap();
+        assert_eq!(
+            (a, b, &perms[..3], path.as_str()),
+            (window, window + HUGE, "r-x", "")
+        );
+        // Code on both sides of it (this test, the harness) still runs.
+        assert_eq!(format!("{}", 6 * 7), "42");
+    }
+
+    /// Run by the test below in a process of its own, where executable memory is denied as
+    /// systemd's `MemoryDenyWriteExecute=` denies it (Linux's `PR_SET_MDWE`, 6.3).
+    #[test]
+    fn when_executable_memory_is_denied_the_code_stays_where_it_is() {
+        if std::env::var_os("LABROUTER_TEST_MDWE").is_none() {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "huge_page::tests::when_executable_memory_is_denied_the_code_stays_where_it_is",
+                ])
+                .args(["--nocapture", "--test-threads", "1"])
+                .env("LABROUTER_TEST_MDWE", "1")
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{said}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // It ran there (not filtered out) and passed.
+            assert!(said.contains("1 passed"), "{said}");
+            return;
+        }
+        const PR_SET_MDWE: libc::c_int = 65;
+        const PR_MDWE_REFUSE_EXEC_GAIN: libc::c_ulong = 1;
+        // SAFETY: a prctl with plain arguments; it only restricts this (child) process.
+        let set = unsafe { libc::prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) };
+        assert_eq!(set, 0, "PR_SET_MDWE (Linux 6.3)");
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_string_lossy();
+        let (start, ..) = maps()
+            .into_iter()
+            .find(|(a, b, perms, path)| {
+                perms.starts_with("r-x") && *path == exe && b / HUGE > a.div_ceil(HUGE)
+            })
+            .unwrap();
+        let window = start.next_multiple_of(HUGE);
+        let before = maps();
+        // SAFETY: this binary's code, which nothing writes.
+        let moved = unsafe { move_in_place(window, HUGE, libc::PROT_READ | libc::PROT_EXEC) };
+        assert_eq!(moved, Err("the protection is denied (executable memory?)"));
+        assert_eq!(maps(), before, "nothing mapped or unmapped");
+    }
+
+    #[test]
+    fn a_range_not_of_whole_huge_pages_is_left_as_it_is() {
+        let x = [7u8; 64];
+        let at = x.as_ptr() as usize;
+        // SAFETY: refused before anything is touched.
+        let r = unsafe { move_in_place(at, HUGE, libc::PROT_READ) };
+        assert_eq!(r, Err("the range is not whole huge pages"));
+        // SAFETY: refused (no length) before anything is touched.
+        let r = unsafe { move_in_place(at.next_multiple_of(HUGE), 0, libc::PROT_READ) };
+        assert_eq!(r, Err("the range is not whole huge pages"));
+        assert_eq!(x, [7u8; 64]);
+    }
+}
