@@ -1,8 +1,8 @@
 //! The release binary's serving path, put together at the start of its machine code:
 //! `link/hot.ld` (written by `scripts/hot-code.sh`) lists the functions a served request runs,
-//! then those startup runs, and the linker places them first, so that a request after an idle
-//! spell touches about a quarter fewer pages of code (docs/perf/README.md, "Pages a request
-//! touches") and startup maps 4 MB less of it.
+//! then those startup and failing machines run, and the linker places them first, so that a
+//! request after an idle spell touches about a quarter fewer pages of code
+//! (docs/perf/README.md, "Pages a request touches") and startup maps 4 MB less of it.
 //!
 //! The serving path starts on a 2 MiB boundary, and the binary moves it onto a transparent
 //! huge page when it starts to serve (`src/huge_text.rs`, compiled under the

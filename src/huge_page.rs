@@ -121,10 +121,9 @@ mod tests {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
-    #[test]
+    /// The first whole huge page of this test binary's machine code (its own file).
     #[cfg(target_arch = "x86_64")]
-    fn this_tests_own_machine_code_moves_onto_a_huge_page_and_keeps_running() {
-        // The first whole huge page of this test binary's machine code (its own file).
+    fn own_code_window() -> usize {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let exe = exe.to_string_lossy();
         let (start, end, _, _) = maps()
@@ -135,6 +134,13 @@ mod tests {
             .expect("a test binary with 2 MiB of machine code");
         let window = start.next_multiple_of(HUGE);
         assert!(window + HUGE <= end);
+        window
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn this_tests_own_machine_code_moves_onto_a_huge_page_and_keeps_running() {
+        let window = own_code_window();
         // SAFETY: mapped and readable (r-x).
         let before = unsafe { std::slice::from_raw_parts(window as *const u8, HUGE) }.to_vec();
         // SAFETY: this binary's code, which nothing writes; other tests may run it meanwhile.
@@ -187,15 +193,7 @@ mod tests {
         // SAFETY: a prctl with plain arguments; it only restricts this (child) process.
         let set = unsafe { libc::prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) };
         assert_eq!(set, 0, "PR_SET_MDWE (Linux 6.3)");
-        let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let exe = exe.to_string_lossy();
-        let (start, ..) = maps()
-            .into_iter()
-            .find(|(a, b, perms, path)| {
-                perms.starts_with("r-x") && *path == exe && b / HUGE > a.div_ceil(HUGE)
-            })
-            .unwrap();
-        let window = start.next_multiple_of(HUGE);
+        let window = own_code_window();
         let before = maps();
         // SAFETY: this binary's code, which nothing writes.
         let moved = unsafe { move_in_place(window, HUGE, libc::PROT_READ | libc::PROT_EXEC) };

@@ -1,11 +1,11 @@
 //! The serving path's machine code on a huge page.
 //!
 //! `link/hot.ld` puts the functions a served request runs together at the start of the
-//! machine code, on a 2 MiB boundary, and what startup runs right after them. At startup,
-//! while this is the only thread, the huge pages that hold the serving path are moved onto
-//! transparent huge pages in place (`labrouter::huge_page`): a request after an idle spell
-//! then finds its code behind one page table entry, not ~220 (docs/perf/README.md, "The
-//! serving path on a huge page").
+//! machine code, on a 2 MiB boundary, and what startup and failing machines run right after
+//! them. At startup, while this is the only thread, the huge pages that hold the serving path
+//! are moved onto transparent huge pages in place (`labrouter::huge_page`): a request after
+//! an idle spell then finds its code behind one page table entry, not ~220
+//! (docs/perf/README.md, "The serving path on a huge page").
 //!
 //! Where that cannot be done the code stays as the loader mapped it. `LABROUTER_NO_HUGE_TEXT=1`
 //! leaves it so as well: profilers that name code through its file mapping (`perf`) see an
