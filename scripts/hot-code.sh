@@ -63,7 +63,7 @@ for _ in $(seq 120); do
   kill -0 "$VG" 2>/dev/null || { tail "$TMP/vg.log" >&2; exit 1; }
   sleep 0.5
 done
-# The first dump is startup (and zeroes the counters); the second, the requests.
+# Three dumps, each zeroing the counters: startup, the requests, failing machines.
 callgrind_control -d "$VG" >/dev/null
 "$REL/examples/bench_load" ttft --url "$URL/v1/chat/completions" --n 2 \
   --body '{"model":"stream64","stream":true,"messages":[{"role":"user","content":"hi"}]}' >/dev/null
