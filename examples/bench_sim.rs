@@ -75,6 +75,7 @@ fn main() -> ExitCode {
             }
         };
         sim.set_chunks(args.chunks);
+        sim.set_precise(true);
         sim.set(args.fault.clone());
         println!(
             "bench_sim {} serving {} fault={:?} chunks={}",

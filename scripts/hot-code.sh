@@ -159,5 +159,11 @@ for out, before in ((".text.hot", ".text"), (".rodata.hot", ".rodata")):
     for p in rest:
         print(f"    *(.{kind}.{p})")
     print(f"  }}\n}}\nINSERT BEFORE {before};")
+print("""/* Exception tables are read only when a panic unwinds: after the constants, so that the
+   binary's first 2 MiB, which src/huge_text.rs moves onto a huge page, hold the constants. */
+SECTIONS {
+  .gcc_except_table : { *(.gcc_except_table .gcc_except_table.*) }
+}
+INSERT AFTER .rodata;""")
 print(f"hot-code.sh: {len(hot)} serving, {len(rest)} startup and failure functions in link/hot.ld", file=sys.stderr)
 PY

@@ -181,7 +181,7 @@ async fn with_service(
     let queue = tokio::spawn(Arc::clone(&scheduler).run());
 
     // `serve` sets TCP_NODELAY on every accepted connection.
-    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+    let listener = crate::server::listen((Ipv4Addr::LOCALHOST, 0).into())?;
     let router = format!("http://{}", listener.local_addr()?);
     let (stop_router, router_stopped) = oneshot::channel::<()>();
     let stopped = async move {

@@ -1,7 +1,8 @@
 //! Moving a range of this process's memory onto transparent huge pages, in place: the same
 //! bytes at the same addresses, mapped by one page table entry for each 2 MiB instead of 512.
 //!
-//! The `labrouter` binary moves its serving path's machine code so (`src/huge_text.rs`):
+//! The `labrouter` binary moves its serving path's machine code so, and its first 2 MiB of
+//! read-only data (`src/huge_text.rs`):
 //! on a virtual machine, after an idle spell, the first touch of each 4 KiB page costs
 //! microseconds (docs/perf/README.md, "The serving path on a huge page").
 //!
@@ -87,6 +88,39 @@ pub unsafe fn move_in_place(
     Ok(())
 }
 
+/// How long the read-only segment that starts at `base` is (its size in memory), by the
+/// program headers of the ELF header there: the first loaded segment must start at `base`
+/// and be readable only (neither writable nor executable).
+///
+/// # Safety
+/// `base` is where this process mapped an ELF file's first page (its header), as the
+/// linker's `__ehdr_start` is for the program itself.
+pub unsafe fn read_only_head(base: usize) -> Result<usize, &'static str> {
+    // SAFETY: the caller's word: an ELF header is mapped at `base`.
+    let header = unsafe { &*(base as *const libc::Elf64_Ehdr) };
+    if header.e_ident[..4] != *b"\x7fELF" {
+        return Err("no ELF header there");
+    }
+    let (offset, count) = (header.e_phoff as usize, usize::from(header.e_phnum));
+    let size = std::mem::size_of::<libc::Elf64_Phdr>();
+    if usize::from(header.e_phentsize) != size || offset.saturating_add(count * size) > 4096 {
+        return Err("the program headers are not in the header's page");
+    }
+    // SAFETY: `count` program headers of the checked size, inside the header's page.
+    let headers =
+        unsafe { std::slice::from_raw_parts((base + offset) as *const libc::Elf64_Phdr, count) };
+    let first = headers
+        .iter()
+        .filter(|h| h.p_type == libc::PT_LOAD)
+        .min_by_key(|h| h.p_vaddr);
+    match first {
+        Some(h) if h.p_vaddr == 0 && h.p_offset == 0 && h.p_flags == libc::PF_R => {
+            usize::try_from(h.p_memsz).map_err(|_| "the first segment is too large")
+        }
+        _ => Err("the first segment is not read-only data from the file's start"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,12 +201,12 @@ mod tests {
     /// systemd's `MemoryDenyWriteExecute=` denies it (Linux's `PR_SET_MDWE`, 6.3).
     #[test]
     #[cfg(target_arch = "x86_64")]
-    fn when_executable_memory_is_denied_the_code_stays_where_it_is() {
+    fn when_executable_memory_is_denied_the_code_stays_where_it_is_and_data_moves() {
         if std::env::var_os("LABROUTER_TEST_MDWE").is_none() {
             let out = std::process::Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "huge_page::tests::when_executable_memory_is_denied_the_code_stays_where_it_is",
+                    "huge_page::tests::when_executable_memory_is_denied_the_code_stays_where_it_is_and_data_moves",
                 ])
                 .args(["--nocapture", "--test-threads", "1"])
                 .env("LABROUTER_TEST_MDWE", "1")
@@ -199,6 +233,82 @@ mod tests {
         let moved = unsafe { move_in_place(window, HUGE, libc::PROT_READ | libc::PROT_EXEC) };
         assert_eq!(moved, Err("the protection is denied (executable memory?)"));
         assert_eq!(maps(), before, "nothing mapped or unmapped");
+        // Read-only data still moves: nothing of it becomes executable.
+        move_read_only_data();
+    }
+
+    #[test]
+    fn read_only_data_moves_onto_a_huge_page() {
+        move_read_only_data();
+    }
+
+    /// Read-only data (no executable memory: allowed on any architecture, and where such
+    /// memory is denied) moves with its bytes and stays read-only.
+    fn move_read_only_data() {
+        // SAFETY: a fresh private anonymous mapping, unmapped at the end.
+        let raw = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                2 * HUGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(raw, libc::MAP_FAILED);
+        let window = (raw as usize).next_multiple_of(HUGE);
+        // SAFETY: `window..window + HUGE` lies inside the mapping above.
+        let data = unsafe { std::slice::from_raw_parts_mut(window as *mut u8, HUGE) };
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::mprotect(window as *mut c_void, HUGE, libc::PROT_READ) },
+            0
+        );
+        // SAFETY: read-only data of this test alone, which nothing writes.
+        assert_eq!(
+            unsafe { move_in_place(window, HUGE, libc::PROT_READ) },
+            Ok(())
+        );
+        // SAFETY: still mapped (read-only) at the same place.
+        let after = unsafe { std::slice::from_raw_parts(window as *const u8, HUGE) };
+        assert!(after.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert_eq!(anon_huge_kb(window), 2048);
+            let (_, end, perms, _) = maps().into_iter().find(|m| m.0 == window).unwrap();
+            assert_eq!((end, &perms[..3]), (window + HUGE, "r--"));
+        }
+        // SAFETY: the mapping made above, whole.
+        assert_eq!(unsafe { libc::munmap(raw, 2 * HUGE) }, 0);
+    }
+
+    /// The test binary's own first segment, read from its program headers, is the first
+    /// read-only mapping of its file that /proc/self/maps shows.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_read_only_head_is_read_from_the_program_headers() {
+        extern "C" {
+            static __ehdr_start: u8;
+        }
+        let base = ptr::addr_of!(__ehdr_start) as usize;
+        // SAFETY: the linker's symbol for this program's own ELF header.
+        let len = unsafe { read_only_head(base) }.unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let mapped: usize = maps()
+            .into_iter()
+            .skip_while(|m| m.0 != base)
+            .take_while(|m| m.2.starts_with("r--") && *m.3 == *exe.to_string_lossy())
+            .map(|m| m.1 - m.0)
+            .sum();
+        assert_eq!(len.next_multiple_of(4096), mapped);
+        let not_elf = [0u8; 4096];
+        // SAFETY: a readable page that is no ELF header.
+        let r = unsafe { read_only_head(not_elf.as_ptr() as usize) };
+        assert_eq!(r, Err("no ELF header there"));
     }
 
     #[test]

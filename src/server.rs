@@ -37,6 +37,7 @@ mod balance;
 mod quiet;
 mod workers;
 
+pub use accept::listen;
 pub use workers::serve_on_workers;
 
 /// How slowly a client may send, and how long it may idle (from `server:`).

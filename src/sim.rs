@@ -45,6 +45,7 @@ mod fault;
 mod feed;
 mod media;
 mod ollama;
+mod precise;
 mod reply;
 mod respond;
 mod responses;
@@ -101,6 +102,8 @@ struct Inner {
     open: AtomicUsize,
     /// Whether a slow answer (SlowFirstByte) takes `one`, so such answers come one at a time.
     serial: AtomicBool,
+    /// Whether a drip waits on a kernel timer rather than tokio's (see [`Sim::set_precise`]).
+    precise: AtomicBool,
     one: tokio::sync::Mutex<()>,
 }
 
@@ -117,7 +120,7 @@ impl Sim {
         Sim::start_on(name, SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await
     }
 
-    /// Same, on a given loopback address (the benchmarks and the benchmarks use fixed ports).
+    /// Same, on a given loopback address (the benchmarks use fixed ports).
     pub async fn start_on(name: &str, addr: SocketAddr) -> io::Result<Sim> {
         Sim::start_with(name, addr, Api::OpenAi).await
     }
@@ -141,7 +144,7 @@ impl Sim {
                 "sim binds loopback only",
             ));
         }
-        let listener = TcpListener::bind(addr).await?;
+        let listener = crate::server::listen(addr)?;
         let inner = Arc::new(Inner {
             name: name.to_owned(),
             addr: listener.local_addr()?,
@@ -161,6 +164,7 @@ impl Sim {
             counts: Counts::default(),
             open: AtomicUsize::new(0),
             serial: AtomicBool::new(false),
+            precise: AtomicBool::new(false),
             one: tokio::sync::Mutex::new(()),
         });
         tokio::spawn(serve::accept_loop(inner.clone()));
@@ -206,13 +210,21 @@ impl Sim {
         self.inner.chunks.store(n, Ordering::Relaxed);
     }
 
-    /// The text of whole (not streamed) answers from now on, Responses too; `None` for
     /// With `true`, slow answers (`Fault::SlowFirstByte`) come one at a time, the others
     /// waiting their turn: a machine that runs one request at once (`parallel: 1`).
     pub fn set_serial(&self, serial: bool) {
         self.inner.serial.store(serial, Ordering::Relaxed);
     }
 
+    /// With `true`, a drip's waits (`Fault::Drip`) are timed by a kernel timer to the
+    /// microsecond instead of tokio's millisecond wheel, so a direct and a proxied stream wait
+    /// alike (Linux; elsewhere, and on any timer error, tokio's). For benchmarks: it ignores
+    /// tokio's paused clock, which the tests use.
+    pub fn set_precise(&self, precise: bool) {
+        self.inner.precise.store(precise, Ordering::Relaxed);
+    }
+
+    /// The text of whole (not streamed) answers from now on, Responses too; `None` for
     /// "ok from NAME".
     pub fn set_text(&self, text: Option<&str>) {
         *lock(&self.inner.text) = text.map(str::to_string);
@@ -284,6 +296,13 @@ impl Sim {
 impl Inner {
     fn current(&self) -> Fault {
         self.fault.borrow().clone()
+    }
+
+    /// A kernel timer for a feed dripping every `delay`, if the sim is set precise; `None`
+    /// (tokio's timer) otherwise, for a feed that does not drip, or when none can be had.
+    fn drip_timer(&self, delay: Option<Duration>) -> Option<precise::Precise> {
+        let precise = self.precise.load(Ordering::Relaxed) && delay.is_some();
+        precise.then(precise::Precise::new)?.ok()
     }
 
     /// True when nothing may listen or be served (Refuse or shut down).

@@ -169,9 +169,8 @@ async fn serve(config: &Path, workers: usize) -> anyhow::Result<ExitCode> {
     let svc = Arc::new(Service::open(config)?);
     svc.share_tasks().await?;
     let listen = svc.fleet().registry.server.listen;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
+    let listener =
+        crate::server::listen(listen).with_context(|| format!("cannot listen on {listen}"))?;
     crate::run(
         svc,
         listener,

@@ -10,6 +10,8 @@ use axum::body::Body;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use super::precise::Precise;
+
 /// How a [`Feed`] ends after its frames.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum End {
@@ -66,6 +68,8 @@ pub(super) struct Feed {
     /// The most frames sent before the end (CutAfter/StallAfter's n; unbounded otherwise).
     pub(super) limit: usize,
     pub(super) delay: Option<Duration>,
+    /// Times `delay` when the sim is precise (`Sim::set_precise`); tokio's timer otherwise.
+    pub(super) timer: Option<Precise>,
     pub(super) end: End,
     /// Notified to reset the connection (End::Cut).
     pub(super) kill: Arc<Notify>,
@@ -90,7 +94,13 @@ impl Feed {
         let i = step?;
         if let Some(frame) = (i < self.limit).then(|| self.script.frame(i)).flatten() {
             if let Some(d) = self.delay {
-                tokio::time::sleep(d).await;
+                let precise = match &self.timer {
+                    Some(t) => t.sleep(d).await.is_ok(),
+                    None => false,
+                };
+                if !precise {
+                    tokio::time::sleep(d).await;
+                }
             }
             return Some((Ok(frame), Some(i + 1)));
         }

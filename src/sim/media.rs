@@ -105,6 +105,7 @@ pub(super) async fn answer(
         script,
         limit,
         delay,
+        timer: inner.drip_timer(delay),
         end,
         kill,
     };

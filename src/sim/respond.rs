@@ -207,6 +207,7 @@ async fn work(
         script,
         limit,
         delay,
+        timer: inner.drip_timer(delay),
         end,
         kill,
     };

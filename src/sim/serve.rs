@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Notify;
 
 use super::respond::handle;
@@ -35,10 +35,7 @@ impl Inner {
         }
         if slot.is_none() {
             let _rt = self.rt.enter();
-            let bound = std::net::TcpListener::bind(self.addr).and_then(|l| {
-                l.set_nonblocking(true)?;
-                TcpListener::from_std(l)
-            });
+            let bound = crate::server::listen(self.addr);
             match bound {
                 Ok(l) => *slot = Some(l),
                 Err(e) => tracing::warn!(sim = %self.name, addr = %self.addr, "rebind failed: {e}"),

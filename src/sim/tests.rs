@@ -200,3 +200,19 @@ async fn drip_spaces_chunks_in_virtual_time() {
     assert!(!failed && text.ends_with("data: [DONE]\n\n"));
     assert!(start.elapsed() >= Duration::from_secs(6));
 }
+
+/// Set precise, a drip waits on a kernel timer (real time, so a short drip): the same frames,
+/// each at least the drip apart (a lower bound, never a speed).
+#[tokio::test]
+async fn a_precise_drip_sends_the_same_frames_no_sooner() {
+    let sim = Sim::start("zeta").await.unwrap();
+    sim.set(Fault::Drip(Duration::from_millis(5)));
+    let (plain, failed) = drain(chat(&sim, true).await.unwrap()).await;
+    assert!(!failed);
+    sim.set_precise(true);
+    let start = tokio::time::Instant::now();
+    let (precise, failed) = drain(chat(&sim, true).await.unwrap()).await;
+    assert!(!failed && precise.ends_with("data: [DONE]\n\n"));
+    assert_eq!(events(&precise).len(), events(&plain).len());
+    assert!(start.elapsed() >= Duration::from_millis(5 * events(&plain).len() as u64 - 5));
+}
