@@ -14,9 +14,10 @@
 //! there becomes executable, so this one is done under systemd's `MemoryDenyWriteExecute=` as
 //! well.
 //!
-//! Where that cannot be done the code stays as the loader mapped it. `LABROUTER_NO_HUGE_TEXT=1`
-//! leaves it so as well: profilers that name code through its file mapping (`perf`) see an
-//! anonymous range otherwise (scripts/flame.sh and scripts/hot-code.sh set it).
+//! Where that cannot be done the code (or data) stays as the loader mapped it.
+//! `LABROUTER_NO_HUGE_TEXT=1` leaves both so as well: profilers that name code through its
+//! file mapping (`perf`) see an anonymous range otherwise (scripts/flame.sh and
+//! scripts/hot-code.sh set it).
 
 use std::ptr;
 
