@@ -32,16 +32,45 @@ extern "C" {
     static __ehdr_start: u8;
 }
 
-/// Whether `LABROUTER_NO_HUGE_TEXT` asks for everything to stay as the loader mapped it.
-fn opted_out() -> bool {
-    std::env::var_os("LABROUTER_NO_HUGE_TEXT").is_some_and(|v| !v.is_empty() && v != "0")
+/// What startup moved, or why not, to be told once logging is up.
+pub struct Moved {
+    code: Result<usize, &'static str>,
+    data: Result<usize, &'static str>,
+}
+
+/// Moves the serving path's code and the first read-only data onto huge pages, unless
+/// `LABROUTER_NO_HUGE_TEXT` asks for everything to stay as the loader mapped it.
+pub fn remap() -> Moved {
+    let off = std::env::var_os("LABROUTER_NO_HUGE_TEXT").is_some_and(|v| !v.is_empty() && v != "0");
+    if off {
+        let why = Err("LABROUTER_NO_HUGE_TEXT is set");
+        return Moved {
+            code: why,
+            data: why,
+        };
+    }
+    Moved {
+        code: code(),
+        data: read_only_data(),
+    }
+}
+
+impl Moved {
+    /// A debug line for each: moved (how many bytes), or why not.
+    pub fn log(self) {
+        match self.code {
+            Ok(bytes) => tracing::debug!(bytes, "the serving path's code is on a huge page"),
+            Err(why) => tracing::debug!("the serving path's code stays on small pages: {why}"),
+        }
+        match self.data {
+            Ok(bytes) => tracing::debug!(bytes, "the first read-only data is on a huge page"),
+            Err(why) => tracing::debug!("the read-only data stays on small pages: {why}"),
+        }
+    }
 }
 
 /// Moves the serving path's code onto huge pages: how many bytes, or why not.
-pub fn remap() -> Result<usize, &'static str> {
-    if opted_out() {
-        return Err("LABROUTER_NO_HUGE_TEXT is set");
-    }
+fn code() -> Result<usize, &'static str> {
     let start = ptr::addr_of!(__labrouter_hot_text) as usize;
     let end = ptr::addr_of!(__labrouter_hot_text_end) as usize;
     let text_end = ptr::addr_of!(etext) as usize;
@@ -58,10 +87,7 @@ pub fn remap() -> Result<usize, &'static str> {
 /// Moves the binary's first huge page, read-only data, onto a huge page: how many bytes, or
 /// why not. Only when the binary starts on a huge page boundary with a read-only segment
 /// (neither writable nor executable) that holds the whole 2 MiB.
-pub fn remap_rodata() -> Result<usize, &'static str> {
-    if opted_out() {
-        return Err("LABROUTER_NO_HUGE_TEXT is set");
-    }
+fn read_only_data() -> Result<usize, &'static str> {
     let base = ptr::addr_of!(__ehdr_start) as usize;
     if !base.is_multiple_of(HUGE) {
         return Err("the binary is not loaded on a huge page boundary");

@@ -40,7 +40,8 @@
 //! - [`heap`]: the binary's allocator: mimalloc, with a heap of its own for each serving
 //!   thread's connections and requests, so a burst's pages go back when it is over.
 //! - [`huge_page`]: memory moved onto a transparent huge page in place; the binary moves its
-//!   serving path's machine code so when it starts to serve (Linux).
+//!   serving path's machine code and its first read-only data so when it starts to serve
+//!   (Linux).
 //! - [`mod@run`]: the whole service on a listener the caller holds: metrics, health checks,
 //!   ledger prune, counter samples, Telegram, reload triggers, systemd, [`serve`], the store
 //!   flushed; [`run()`].

@@ -20,22 +20,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // For the commands that serve, while this is the only thread.
     #[cfg(labrouter_hot_text)]
-    let huge = matches!(cli.command, Command::Serve { .. } | Command::Demo { .. })
-        .then(|| (huge_text::remap(), huge_text::remap_rodata()));
+    let huge =
+        matches!(cli.command, Command::Serve { .. } | Command::Demo { .. }).then(huge_text::remap);
     // The demo narrates what the logs would say; RUST_LOG still turns them on.
     let quiet = matches!(cli.command, Command::Demo { .. });
     // Lines still on their way to stderr are written before the process ends.
     let _flush = init_tracing(cli.log_format, if quiet { "error" } else { "info" });
     #[cfg(labrouter_hot_text)]
-    if let Some((code, data)) = huge {
-        match code {
-            Ok(bytes) => tracing::debug!(bytes, "the serving path's code is on a huge page"),
-            Err(why) => tracing::debug!("the serving path's code stays on small pages: {why}"),
-        }
-        match data {
-            Ok(bytes) => tracing::debug!(bytes, "the first read-only data is on a huge page"),
-            Err(why) => tracing::debug!("the read-only data stays on small pages: {why}"),
-        }
+    if let Some(moved) = huge {
+        moved.log();
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
