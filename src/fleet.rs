@@ -156,7 +156,9 @@ impl Fleet {
             upstreams,
             targets: (0..registry.models.len())
                 .map(|i| {
-                    axum::http::HeaderValue::from_str(&registry.target_name(ModelId::from(i))).ok()
+                    axum::http::HeaderValue::from_str(&registry.target_name(ModelId::from(i)))
+                        .ok()
+                        .map(crate::heap::cloned_once)
                 })
                 .collect(),
             api_keys: ApiKeys(api_keys),

@@ -1,4 +1,4 @@
-//! The allocator: mimalloc, with a heap of its own for each serving thread's requests.
+//! The allocator: mimalloc, with a heap of their own for the serving threads' requests.
 //!
 //! Why a heap of their own: after a burst, the pages that bore it are given back only when
 //! every block in them is free (mimalloc v3 returns whole pages, never the free part of a
@@ -8,10 +8,19 @@
 //! event buffer kept a 512 KiB page of freed connection buffers resident for as long as the
 //! router idled (docs/perf/README.md, "What a burst leaves in the heap"). A serving thread
 //! makes what it keeps first, in the default heap, and then allocates its connections and
-//! requests from a heap of their own ([`own_heap`]): the pages a burst filled hold only its
+//! requests from the requests' heap ([`own_heap`]): the pages a burst filled hold only its
 //! blocks and go back when it is over.
 //!
-//! Only a block made in the thread's own heap grows there; any other grows in the default
+//! One requests' heap serves every serving thread: mimalloc v3 gives each thread its own
+//! pages in a heap all the same, and each heap keeps bitmaps of its pages in every arena it
+//! uses, made on its first block: 164 KB resident, once per heap rather than once a thread.
+//!
+//! What a request makes to keep for the router's life (a lazily made shared state, a new
+//! metric series, a breaker's transition kept for late subscribers) is made in the default
+//! heap ([`in_default`]): one such block in a page of the requests' heap kept the 64 KB
+//! page a burst had filled resident.
+//!
+//! Only a block made in the requests' heap grows there; any other grows in the default
 //! heap. So what the thread made before its switch (its runtime's run queue, say, which a
 //! burst's wake-ups grow) stays out of the pages the burst fills, where one grown block
 //! would keep a page of them resident.
@@ -23,6 +32,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use libmimalloc_sys as mi;
 
@@ -83,14 +93,69 @@ unsafe impl GlobalAlloc for Alloc {
     }
 }
 
-/// From now on, this thread allocates from a heap of its own (a serving thread, once it has
+/// The requests' heap, made by the first serving thread to switch; null until then.
+static REQUESTS: AtomicPtr<mi::mi_heap_t> = AtomicPtr::new(ptr::null_mut());
+
+/// From now on, this thread allocates from the requests' heap (a serving thread, once it has
 /// made what it keeps for its life). Where mimalloc cannot make one, it keeps the default.
 pub fn own_heap() {
-    // SAFETY: no preconditions; null when no heap could be made.
-    let heap = unsafe { mi::mi_heap_new() };
-    if !heap.is_null() {
-        HEAP.with(|h| h.set(heap));
+    let mut heap = REQUESTS.load(Ordering::Acquire);
+    if heap.is_null() {
+        // SAFETY: no preconditions; null when no heap could be made.
+        let made = unsafe { mi::mi_heap_new() };
+        if made.is_null() {
+            return;
+        }
+        heap = match REQUESTS.compare_exchange(
+            ptr::null_mut(),
+            made,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => made,
+            Err(first) => {
+                // SAFETY: `made` is a heap no block was ever allocated from.
+                unsafe { mi::mi_heap_delete(made) };
+                first
+            }
+        };
     }
+    HEAP.with(|h| h.set(heap));
+}
+
+/// Runs `f` with this thread allocating from the default heap: for what a request makes to
+/// keep. What `f` makes grows there too.
+pub fn in_default<R>(f: impl FnOnce() -> R) -> R {
+    /// Puts the thread's heap back, a panic in `f` included.
+    struct Back(*mut mi::mi_heap_t);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            HEAP.with(|h| h.set(self.0));
+        }
+    }
+    let _back = Back(HEAP.with(|h| h.replace(ptr::null_mut())));
+    f()
+}
+
+/// `v`, cloned once and the clone dropped: for a header value or URI kept for the router's
+/// life and cloned by every request. Their bytes, copied when they were made, become shared
+/// at their first clone, which allocates (24 bytes, on the cloning thread): here, where they
+/// are made, rather than in the requests' heap at the first request, where that one block
+/// kept a 64 KB page of a burst resident.
+pub fn cloned_once<T: Clone>(v: T) -> T {
+    drop(v.clone());
+    v
+}
+
+/// tokio's `spawn_blocking`, with what it makes in the default heap: on a serving thread,
+/// its runtime's blocking pool keeps a record of the thread it starts (and the thread, 10 s
+/// past its last work), which outlives the request.
+pub fn spawn_blocking<F, R>(f: F) -> tokio::task::JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    in_default(|| tokio::task::spawn_blocking(f))
 }
 
 /// Gives back to the system the pages this thread holds free, in its own heap and in the
@@ -109,6 +174,8 @@ pub fn give_back() {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Barrier};
+
     use super::*;
 
     #[test]
@@ -127,6 +194,63 @@ mod tests {
             assert_eq!(unsafe { mi_heap_of(grown.cast()) }, default);
             // SAFETY: the live block of that size, freed once.
             unsafe { Alloc.dealloc(grown, Layout::from_size_align(64 * 1024, 8).unwrap()) };
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn serving_threads_share_the_requests_heap_in_pages_of_their_own() {
+        let both = Arc::new(Barrier::new(2));
+        let serve = || {
+            let both = Arc::clone(&both);
+            std::thread::spawn(move || {
+                own_heap();
+                let layout = Layout::from_size_align(48, 8).unwrap();
+                // SAFETY: a layout of non-zero size; the block is freed by the test.
+                let block = unsafe { Alloc.alloc(layout) };
+                // SAFETY: a live block.
+                let heap = unsafe { mi_heap_of(block.cast()) };
+                // Both threads hold their pages at once: neither has left one to the other.
+                both.wait();
+                (block as usize, heap as usize)
+            })
+        };
+        let (a, b) = (serve(), serve());
+        let ((a, heap_a), (b, heap_b)) = (a.join().unwrap(), b.join().unwrap());
+        assert_eq!(heap_a, heap_b, "one requests' heap");
+        assert_eq!(heap_a, REQUESTS.load(Ordering::Acquire) as usize);
+        let page = |block: usize| block / (64 * 1024);
+        assert_ne!(page(a), page(b), "each thread fills pages of its own");
+        for block in [a, b] {
+            // SAFETY: the live blocks made above, each freed once.
+            unsafe { Alloc.dealloc(block as *mut u8, Layout::from_size_align(48, 8).unwrap()) };
+        }
+    }
+
+    #[test]
+    fn what_a_request_keeps_is_made_in_the_default_heap() {
+        std::thread::spawn(|| {
+            own_heap();
+            let layout = Layout::from_size_align(200, 8).unwrap();
+            // SAFETY: a layout of non-zero size; both blocks are freed below.
+            let kept = in_default(|| unsafe { Alloc.alloc(layout) });
+            // SAFETY: as above.
+            let passing = unsafe { Alloc.alloc(layout) };
+            // SAFETY: live blocks.
+            let (kept_in, passing_in) =
+                unsafe { (mi_heap_of(kept.cast()), mi_heap_of(passing.cast())) };
+            assert_ne!(kept_in, own(), "kept: the default heap");
+            assert_eq!(
+                passing_in,
+                own(),
+                "the thread is back on the requests' heap"
+            );
+            // SAFETY: the live blocks of `layout`, each freed once.
+            unsafe {
+                Alloc.dealloc(kept, layout);
+                Alloc.dealloc(passing, layout);
+            }
         })
         .join()
         .unwrap();

@@ -48,10 +48,14 @@ struct Probe {
 
 fn probe() -> &'static Mutex<Probe> {
     static PROBE: OnceLock<Mutex<Probe>> = OnceLock::new();
+    // Made by the first `/status` a serving thread answers, kept for the router's life
+    // (`crate::heap`).
     PROBE.get_or_init(|| {
-        Mutex::new(Probe {
-            system: System::new().ok(),
-            refreshed: None,
+        crate::heap::in_default(|| {
+            Mutex::new(Probe {
+                system: System::new().ok(),
+                refreshed: None,
+            })
         })
     })
 }
@@ -64,8 +68,11 @@ pub fn stats() -> Stats {
         .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
     if due {
         if let Some(sys) = p.system.as_mut() {
-            sys.refresh_memory();
-            sys.refresh_cpu_usage();
+            // What a refresh reads is kept in `sys`.
+            crate::heap::in_default(|| {
+                sys.refresh_memory();
+                sys.refresh_cpu_usage();
+            });
         }
         p.refreshed = Some(Instant::now());
     }

@@ -223,9 +223,12 @@ impl Service {
                 return t;
             }
         }
-        let t = Arc::new(init());
-        all.push(Arc::clone(&t) as Arc<dyn Any + Send + Sync>);
-        t
+        // Kept for the router's life, whichever request made it first (`crate::heap`).
+        crate::heap::in_default(|| {
+            let t = Arc::new(init());
+            all.push(Arc::clone(&t) as Arc<dyn Any + Send + Sync>);
+            t
+        })
     }
 
     /// When this service started (unix ms): the name of its counters' lifetime in counter

@@ -87,7 +87,7 @@ const FREE_ROUNDS: usize = 8;
 /// thread's pages that could not be given back (`server/quiet.rs`). Moving the epoch on here
 /// frees them within a second of the upkeep that drained them; with nothing retired it
 /// costs a few atomic operations a second.
-fn free_drained() {
+pub(crate) fn free_drained() {
     for _ in 0..FREE_ROUNDS {
         crossbeam_epoch::pin().flush();
     }

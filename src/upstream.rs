@@ -140,7 +140,7 @@ impl Upstream {
             .and_then(|key| HeaderValue::from_str(&format!("Bearer {key}")).ok())
             .map(|mut v| {
                 v.set_sensitive(true);
-                v
+                crate::heap::cloned_once(v)
             });
         let health = machine
             .health

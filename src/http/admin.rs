@@ -63,7 +63,7 @@ pub async fn events(
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let path = store.path().to_path_buf();
     let (machine, before) = (q.machine, q.before);
-    let events = tokio::task::spawn_blocking(move || {
+    let events = crate::heap::spawn_blocking(move || {
         crate::store::events(&path, machine.as_deref(), since_ms, before, limit)
     })
     .await
@@ -223,7 +223,7 @@ pub struct Reload {
 /// `POST /admin/reload`: read registry.yaml again; 200 with what changed, or 422 with why
 /// not (the old registry keeps serving).
 pub async fn reload(State(svc): State<Arc<Service>>) -> Result<Json<Reload>, AppError> {
-    let report = tokio::task::spawn_blocking(move || svc.reload())
+    let report = crate::heap::spawn_blocking(move || svc.reload())
         .await
         .map_err(|_| AppError::new(Code::ReloadFailed, "the reload task failed"))?
         .map_err(|e| {

@@ -64,7 +64,7 @@ async fn blocking<T: Send + 'static>(
             "the history could not be read; see the log",
         )
     };
-    tokio::task::spawn_blocking(read)
+    crate::heap::spawn_blocking(read)
         .await
         .map_err(|_| unreadable())?
         .map_err(|e| {

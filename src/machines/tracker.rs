@@ -97,6 +97,9 @@ pub(super) fn step_tracker_then<R>(
     (output.decision, seen)
 }
 
+/// Logs, counts, ledgers and broadcasts a transition. What that keeps (a new metric series,
+/// the record in the broadcast's ring) outlives the request that caused it: it is made in
+/// the default heap (`crate::heap`).
 pub(super) fn announce(
     tracker: &Tracker,
     bus: &Bus,
@@ -104,6 +107,10 @@ pub(super) fn announce(
     now: Instant,
     wall: SystemTime,
 ) {
+    crate::heap::in_default(|| tell(tracker, bus, transition, now, wall));
+}
+
+fn tell(tracker: &Tracker, bus: &Bus, transition: Transition, now: Instant, wall: SystemTime) {
     let (verdict, decided_by, share) = {
         let g = lock(&tracker.state);
         (

@@ -133,6 +133,9 @@ impl Worker {
             .build()
             .and_then(|runtime| {
                 runtime.block_on(async move {
+                    // The runtime's list of the wakers its tasks defer is made at the first
+                    // yield: now, in the default heap, not in a burst (`crate::heap`).
+                    tokio::task::yield_now().await;
                     tokio::spawn(super::quiet::give_back_when_quiet(Arc::clone(&svc)));
                     let listener = TcpListener::from_std(socket)?;
                     let shutdown = async move {

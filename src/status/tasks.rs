@@ -110,7 +110,7 @@ impl TasksView {
         let since = ms(crate::clock::wall()) - DAY.as_millis() as i64;
         let owned = Arc::clone(svc);
         let owner = owner.to_string();
-        let read = tokio::task::spawn_blocking(move || {
+        let read = crate::heap::spawn_blocking(move || {
             owned.store().map(|st| {
                 st.read(|c| {
                     Ok((

@@ -104,11 +104,13 @@ impl Hot {
             _ => authority.host().to_string(),
         };
         let host = HeaderValue::from_str(&host).map_err(|e| format!("bad host '{host}': {e}"))?;
+        let host = crate::heap::cloned_once(host);
         let base = hyper::Uri::builder()
             .scheme(scheme.clone())
             .authority(authority.clone())
             .path_and_query("/")
             .build()
+            .map(crate::heap::cloned_once)
             .map_err(|e| format!("'{}': {e}", machine.url))?;
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
