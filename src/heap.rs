@@ -158,8 +158,8 @@ where
     in_default(|| tokio::task::spawn_blocking(f))
 }
 
-/// Gives back to the system the pages this thread holds free, in its own heap and in the
-/// default one.
+/// Gives back to the system the pages this thread holds free, in the requests' heap and in
+/// the default one.
 pub fn give_back() {
     let heap = own();
     // SAFETY: `heap` is this thread's live heap (heaps are never deleted); both calls only

@@ -37,8 +37,9 @@
 //! - [`server`]: the accept loop, connection bounds and the graceful drain, connections
 //!   shared evenly between serving threads, and what a load leaves given back when its
 //!   serving thread falls quiet; [`serve`].
-//! - [`heap`]: the binary's allocator: mimalloc, with a heap of its own for each serving
-//!   thread's connections and requests, so a burst's pages go back when it is over.
+//! - [`heap`]: the binary's allocator: mimalloc, with a heap of their own for the serving
+//!   threads' connections and requests, so a burst's pages go back when it is over, and
+//!   what a request keeps made outside it.
 //! - [`huge_page`]: memory moved onto a transparent huge page in place; the binary moves its
 //!   serving path's machine code and its first read-only data so when it starts to serve
 //!   (Linux).
